@@ -1,0 +1,75 @@
+"""The ``cuberay`` command line: a thin layer over the Python API.
+
+Each command group lives in its own module and registers itself on ``app``.
+Data goes to stdout; progress and hints go to stderr. Errors derived from
+``CuberayError`` are printed without a traceback and map to exit codes:
+0 ok, 1 job failed or runtime error, 2 usage/spec error, 3 rejected by
+admission, 4 not found. Set ``CUBERAY_DEBUG=1`` to see tracebacks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from cuberay.errors import CuberayError
+
+app = typer.Typer(
+    name="cuberay",
+    help="cuberay: a Ray-native compute platform for ML teams (tenants, quotas, gang placement).\n\n"
+    "Exit codes: 0 ok, 1 job failed or runtime error, 2 usage/spec error, "
+    "3 rejected by admission, 4 not found.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Modules that add commands to ``app`` when imported. Each stays small.
+COMMAND_MODULES = (
+    "cuberay.cli.spec_cmd",
+    "cuberay.cli.sim_cmd",
+    "cuberay.cli.platform_cmd",
+    "cuberay.cli.jobs_cmd",
+)
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real missing dependency inside the module
+                raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point; returns the process exit code."""
+    from typer._click import exceptions as click_exc  # typer 0.29 vendors its own click
+
+    _register()
+    try:
+        rc = app(args=argv, standalone_mode=False, prog_name="cuberay")
+    except CuberayError as exc:
+        if os.environ.get("CUBERAY_DEBUG"):
+            raise
+        from cuberay.cli.output import error_console
+
+        error_console().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except click_exc.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except (KeyboardInterrupt, typer.Abort):
+        return 130
+    return rc if isinstance(rc, int) else 0
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,579 @@
+"""Admission: queue order, quotas, borrow/reclaim, priority, backfill, preemption.
+
+``schedule(state, now)`` is a pure function of a :class:`ClusterState`
+snapshot: it works on a checkout of the ledger, undoes every tentative change
+before returning, and hands back decision values (Admit, Preempt, Reserve) plus
+the reason each examined job waits. Executors (the live controller, the
+simulator) apply the decisions with :meth:`ClusterState.apply` and do the side
+effects (Ray placement groups, Ray Jobs, simulated finish events).
+
+Order: priority, then service band (least attained service first, when
+enabled), then the tenant's dominant share of its guarantee, then age.
+Quotas: a tenant may use idle capacity up to its ``max``; a tenant below its
+guarantee reclaims by preempting borrowers (lowest priority, cheapest to
+restart, newest first), never taking a borrower below its own guarantee.
+Starvation: the first job that cannot start gets a sticky reservation of
+specific capacity that backfilled jobs may not use.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Union
+
+from cuberay.platform.ledger import Allocation, Ledger, workers_that_fit
+from cuberay.platform.placement import Placement, place, score_key, why_not
+from cuberay.platform.queue import Bucket, JobQueue, JobRequest
+from cuberay.platform.resources import Resources, format_resources
+from cuberay.platform.scheduling import Policy, TenantQuota
+
+_EPS = 1e-9
+
+
+# -- decisions -------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    job_id: str
+    node_ids: tuple[str, ...]
+    reason: str = "admitted"
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    job_id: str
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reserve:
+    """Hold capacity for a blocked job (``job_id`` None clears the reservation)."""
+
+    job_id: str | None
+    nodes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+
+Decision = Union[Admit, Preempt, Reserve]
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    job_id: str
+    reason: str
+
+
+@dataclass(slots=True)
+class Cycle:
+    decisions: list[Decision]
+    waits: dict[str, str]
+
+    @property
+    def admitted(self) -> list[Admit]:
+        return [d for d in self.decisions if isinstance(d, Admit)]
+
+    @property
+    def preempted(self) -> list[Preempt]:
+        return [d for d in self.decisions if isinstance(d, Preempt)]
+
+
+@dataclass(slots=True)
+class RunningJob:
+    job: JobRequest
+    allocation: Allocation
+    start_time: float
+    checkpoint_time: float | None = None     # last checkpoint the job reported
+    checkpoint_every_s: float | None = None  # or: it checkpoints periodically from start_time
+
+    def attained_at(self, now: float) -> float:
+        return self.job.attained_gpu_s + self.job.gpus * max(0.0, now - self.start_time)
+
+    def lost_work_at(self, now: float) -> float:
+        """GPU-seconds a preemption now would throw away (since the last checkpoint or start)."""
+        ran = max(0.0, now - max(self.start_time, self.checkpoint_time or self.start_time))
+        if self.checkpoint_every_s:
+            ran = min(ran, max(0.0, now - self.start_time) % self.checkpoint_every_s)
+        return max(self.job.gpus, 1e-3) * ran
+
+
+# -- state ---------------------------------------------------------------------------
+
+class ClusterState:
+    """Everything admission looks at: ledger, tenants, queue, running jobs, reservation."""
+
+    def __init__(self, ledger: Ledger, tenants: Mapping[str, TenantQuota], policy: Policy | None = None) -> None:
+        self.ledger = ledger
+        self.tenants = dict(tenants)
+        self.policy = policy or Policy()
+        self.queue = JobQueue(self.band_of)
+        self.running: dict[str, RunningJob] = {}
+        self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
+        self.reservation: Reserve | None = None
+
+    def band_of(self, job: JobRequest) -> int:
+        threshold = self.policy.las_threshold_gpu_s
+        return int(threshold is not None and job.attained_gpu_s >= threshold)
+
+    # -- submission ------------------------------------------------------------
+    def check(self, job: JobRequest) -> str | None:
+        """Why ``job`` can never run here (unknown tenant, over its max, larger than the cluster), or None."""
+        quota = self.tenants.get(job.tenant)
+        if quota is None:
+            known = ", ".join(sorted(self.tenants)) or "none"
+            return f"unknown tenant {job.tenant!r}; known tenants: {known}. Set metadata.tenant or --tenant"
+        if quota.max is not None:
+            over = job.total.exceeding(quota.max)
+            if over:
+                name, (asked, cap) = next(iter(over.items()))
+                per = job.worker.resources.get(name, 0.0)
+                return (f"tenant {job.tenant!r} max {name} is {_n(cap)}; job asks {job.workers} x {_n(per)} = "
+                        f"{_n(asked)}. Lower workers or ask an admin to raise "
+                        f"tenants.{job.tenant}.quota.max.{_user_name(name)}")
+        if place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True) is None:
+            return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement)
+        return None
+
+    def submit(self, job: JobRequest) -> Reject | None:
+        """Queue ``job``, or reject it at once with the reason if it can never run."""
+        reason = self.check(job)
+        if reason:
+            return Reject(job.id, reason)
+        self.queue.add(job)
+        return None
+
+    def cancel(self, job_id: str) -> JobRequest | RunningJob | None:
+        if job_id in self.queue:
+            return self.queue.remove(job_id)
+        return self.finish(job_id)
+
+    # -- applying decisions ------------------------------------------------------
+    def apply(self, decisions: Iterable[Decision], now: float) -> None:
+        """Bookkeeping for decisions: preemptions first (they free what admissions use)."""
+        decisions = list(decisions)
+        for d in decisions:
+            if isinstance(d, Preempt):
+                self.preempt(d.job_id, now)
+        for d in decisions:
+            if isinstance(d, Admit):
+                self.start(d.job_id, d.node_ids, now)
+            elif isinstance(d, Reserve):
+                self.reservation = d if d.job_id else None
+
+    def start(self, job_id: str, node_ids: Iterable[str], now: float) -> RunningJob:
+        job = self.queue.remove(job_id)
+        alloc = self.ledger.allocate(job.id, job.worker, node_ids)
+        run = self.running[job.id] = RunningJob(job, alloc, now)
+        _add(self.usage.setdefault(job.tenant, {}), alloc.total, 1.0)
+        if self.reservation and self.reservation.job_id == job_id:
+            self.reservation = None
+        return run
+
+    def finish(self, job_id: str) -> RunningJob | None:
+        run = self.running.pop(job_id, None)
+        if run is not None:
+            alloc = self.ledger.release(job_id)
+            if alloc is not None:
+                _add(self.usage.setdefault(run.job.tenant, {}), alloc.total, -1.0)
+        return run
+
+    def preempt(self, job_id: str, now: float, attained_gpu_s: float | None = None) -> RunningJob | None:
+        """Stop a running job and put it back in the queue with its service so far."""
+        run = self.finish(job_id)
+        if run is not None:
+            run.job.attained_gpu_s = run.attained_at(now) if attained_gpu_s is None else attained_gpu_s
+            self.queue.add(run.job)
+        return run
+
+    def tenant_share(self, tenant: str, usage: Mapping[str, float] | None = None) -> float:
+        """Dominant share of the tenant's guarantee in use (DRF); no guarantee counts as a huge share."""
+        used = self.usage.get(tenant, {}) if usage is None else usage
+        quota = self.tenants.get(tenant)
+        share = 0.0
+        for name, amount in used.items():
+            if amount <= _EPS:
+                continue
+            g = quota.guaranteed.get(name, 0.0) if quota else 0.0
+            cap = self.ledger.total_capacity.get(name, 0.0) or 1.0
+            share = max(share, amount / g if g > 0 else 1e6 * amount / cap)
+        return share
+
+
+# -- the cycle -----------------------------------------------------------------------
+
+class _Checkout:
+    """Tentative ledger changes with an undo log, so a cycle leaves the state untouched."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._undo: list[tuple[str, object]] = []
+
+    def allocate(self, job: JobRequest, node_ids: list[str]) -> None:
+        self.ledger.allocate(job.id, job.worker, node_ids)
+        self._undo.append(("release", job.id))
+
+    def release(self, job_id: str) -> Allocation | None:
+        alloc = self.ledger.release(job_id)
+        if alloc is not None:
+            self._undo.append(("restore", alloc))
+        return alloc
+
+    def rollback(self) -> None:
+        while self._undo:
+            op, arg = self._undo.pop()
+            if op == "release":
+                self.ledger.release(arg)  # type: ignore[arg-type]
+            else:
+                self.ledger.restore(arg)  # type: ignore[arg-type]
+
+
+class _Cycle:
+    """One admission pass. Kept as an object so each step is a short method."""
+
+    def __init__(self, state: ClusterState, now: float) -> None:
+        self.s = state
+        self.p = state.policy
+        self.now = now
+        self.co = _Checkout(state.ledger)
+        self.usage = {t: dict(u) for t, u in state.usage.items()}
+        self.decisions: list[Decision] = []
+        self.waits: dict[str, str] = {}
+        self.preempted: set[str] = set()
+        self.preemptions_left = self.p.max_preemptions_per_cycle
+        res = state.reservation
+        self.reservation = res if res and res.job_id in state.queue else None
+        if state.reservation and not self.reservation:
+            self.decisions.append(Reserve(None))
+
+    # ordering
+    def key(self, b: Bucket, head: tuple[float, int, str]) -> tuple:
+        if self.p.fifo:
+            return (head[0], head[1])
+        share = self.s.tenant_share(b.tenant, self.usage.get(b.tenant, {})) if self.p.fair_share else 0.0
+        return (-b.priority, b.band, share, head[0], head[1])
+
+    def run(self) -> Cycle:
+        try:
+            self._loop()
+        finally:
+            self.co.rollback()
+        return Cycle(self.decisions, self.waits)
+
+    def _loop(self) -> None:
+        heap: list[tuple[tuple, int, Bucket, int]] = []
+        for i, b in enumerate(self.s.queue.buckets()):
+            heap.append((self.key(b, b.entries[0]), i, b, 0))
+        heapq.heapify(heap)
+        scanned = 0
+        while heap:
+            key, i, b, pos = heapq.heappop(heap)
+            head = b.entries[pos]
+            fresh = self.key(b, head)
+            if fresh > key:  # the tenant's share grew since this entry was pushed
+                heapq.heappush(heap, (fresh, i, b, pos))
+                continue
+            scanned += 1
+            if self.p.scan_limit is not None and scanned > self.p.scan_limit:
+                return
+            job = self.s.queue.get(head[2])
+            assert job is not None
+            if self._try(job):
+                if pos + 1 < len(b.entries):
+                    heapq.heappush(heap, (self.key(b, b.entries[pos + 1]), i, b, pos + 1))
+            elif not self.p.backfill and job.id not in self._quota_blocked:
+                return
+            else:
+                self._note_behind(b, pos)
+
+    _quota_blocked: set[str]
+
+    def _note_behind(self, b: Bucket, pos: int) -> None:
+        if pos + 1 < len(b.entries):
+            head = b.entries[pos][2]
+            for _, _, job_id in b.entries[pos + 1: pos + 4]:
+                self.waits.setdefault(job_id, f"behind {head}, which needs the same resources")
+
+    # one candidate
+    def _try(self, job: JobRequest) -> bool:
+        quota_reason = self._over_max(job)
+        if quota_reason:
+            self._quota_blocked.add(job.id)
+            self.waits[job.id] = quota_reason
+            return False
+        is_holder = self.reservation is not None and self.reservation.job_id == job.id
+        nodes = self._place(job, honour_reservation=not is_holder)
+        if nodes:
+            self._admit(job, nodes, "admitted")
+            return True
+        if self._try_preempt(job, is_holder):
+            return True
+        self.waits[job.id] = self._capacity_reason(job)
+        self._maybe_reserve(job)
+        return False
+
+    def _over_max(self, job: JobRequest) -> str | None:
+        quota = self.s.tenants.get(job.tenant)
+        if quota is None or quota.max is None:
+            return None
+        used = self.usage.get(job.tenant, {})
+        for name, amount in job.total.items():
+            cap = quota.max.get(name, 0.0)
+            if used.get(name, 0.0) + amount > cap + _EPS:
+                return (f"tenant {job.tenant!r} is at its max {name}: {_n(used.get(name, 0.0))} in use + "
+                        f"{_n(amount)} asked > max {_n(cap)}; waits for the tenant's own jobs to finish")
+        return None
+
+    def _place(self, job: JobRequest, honour_reservation: bool) -> list[str] | None:
+        reserved = self.reservation.nodes if (self.reservation and honour_reservation) else None
+        free = self.s.ledger.total_free
+        held = _held_now(self.s.ledger, reserved) if reserved else None
+        for name, amount in job.total.items():  # cheap whole-cluster check before scanning nodes
+            if free.get(name, 0.0) - (held.get(name, 0.0) if held else 0.0) + _EPS < amount:
+                return None
+        nodes = self.s.ledger.nodes.values()
+        if job.max_workers and job.max_workers > job.workers:
+            found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved)
+            if found:
+                return found
+        return place(nodes, job.worker, job.workers, job.placement, reserved=reserved)
+
+    def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
+        self.co.allocate(job, nodes)
+        _add(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
+        self.decisions.append(Admit(job.id, tuple(nodes), reason))
+        if self.reservation and self.reservation.job_id == job.id:
+            self.reservation = None
+            self.decisions.append(Reserve(None))
+
+    def _capacity_reason(self, job: JobRequest) -> str:
+        free = self.s.ledger.total_free
+        parts = [f"{_n(a)} {n}" for n, a in job.total.items() if n != "memory"]
+        have = ", ".join(f"{_n(max(free.get(n, 0.0), 0.0))} {n}" for n, _ in job.total.items() if n != "memory")
+        msg = f"waiting for capacity: gang of {job.workers} needs {', '.join(parts) or 'memory'}; free now {have or '-'}"
+        if self.reservation and self.reservation.job_id != job.id:
+            msg += f"; capacity is held for {self.reservation.job_id}"
+        return msg
+
+    # reservation (EASY-style backfill without runtime estimates: hold specific capacity)
+    def _maybe_reserve(self, job: JobRequest) -> None:
+        if not self.p.reserve:
+            return
+        current = self.reservation
+        if current is not None:
+            holder = self.s.queue.get(current.job_id)  # type: ignore[arg-type]
+            if holder is not None and holder.priority >= job.priority:
+                return
+        nodes = _reservation_nodes(self.s.ledger, job)
+        if nodes:
+            self.reservation = Reserve(job.id, nodes)
+            self.decisions.append(self.reservation)
+
+    # preemption
+    def _try_preempt(self, job: JobRequest, is_holder: bool) -> bool:
+        if self.preemptions_left <= 0 or not (self.p.preempt or self.p.reclaim):
+            return False
+        victims = self._victims(job)
+        if not victims:
+            return False
+        chosen: list[RunningJob] = []
+        for run in victims:
+            self._release(run)
+            chosen.append(run)
+            nodes = self._place(job, honour_reservation=not is_holder)
+            if nodes:
+                break
+        else:
+            nodes = None
+        if not nodes:
+            for run in reversed(chosen):
+                self._restore(run)
+            return False
+        chosen = self._keep_needed(job, chosen, is_holder)
+        nodes = self._place(job, honour_reservation=not is_holder)
+        assert nodes is not None
+        for run in chosen:
+            self.preempted.add(run.job.id)
+            self.decisions.append(Preempt(run.job.id, job.id, self._victim_reason(job, run)))
+        self.preemptions_left -= 1
+        self._admit(job, nodes, f"admitted after preempting {len(chosen)} job(s)")
+        return True
+
+    def _keep_needed(self, job: JobRequest, chosen: list[RunningJob], is_holder: bool) -> list[RunningJob]:
+        """Give back victims the job turned out not to need (last chosen first)."""
+        if len(chosen) < 2:
+            return chosen
+        needed = []
+        for run in reversed(chosen[:-1]):
+            self._restore(run)
+            if self._place(job, honour_reservation=not is_holder) is None:
+                self._release(run)
+                needed.append(run)
+        return [chosen[-1], *needed]
+
+    def _release(self, run: RunningJob) -> None:
+        self.co.release(run.job.id)
+        _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, -1.0)
+
+    def _restore(self, run: RunningJob) -> None:
+        self.s.ledger.restore(run.allocation)
+        self.co._undo.append(("release", run.job.id))
+        _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
+
+    def _victims(self, job: JobRequest) -> list[RunningJob]:
+        contended = _contended(job)
+        within_guarantee = self._within_guarantee(job, contended)
+        out = []
+        for run in self.s.running.values():
+            if run.job.id in self.preempted or run.job.id == job.id:
+                continue
+            if self._may_preempt(job, run, contended, within_guarantee):
+                out.append(run)
+        if not out:
+            return []
+        free = self.s.ledger.total_free
+        available = Resources(free) + _sum(r.allocation.total for r in out)
+        if not job.total <= available:
+            return []
+        now = self.now
+        out.sort(key=lambda r: (r.job.priority, -self._band_now(r), r.lost_work_at(now), -r.start_time))
+        return out
+
+    def _band_now(self, run: RunningJob) -> int:
+        t = self.p.las_threshold_gpu_s
+        return int(t is not None and run.attained_at(self.now) >= t)
+
+    def _outranks(self, job: JobRequest, run: RunningJob) -> bool:
+        if job.priority != run.job.priority:
+            return job.priority > run.job.priority
+        return self.p.las_threshold_gpu_s is not None and self.s.band_of(job) < self._band_now(run)
+
+    def _may_preempt(self, job: JobRequest, run: RunningJob, contended: tuple[str, ...], within: bool) -> bool:
+        outranks = self.p.preempt and self._outranks(job, run) and \
+            self.now - run.start_time >= self.p.min_run_before_preempt_s
+        if run.job.tenant == job.tenant:
+            return outranks
+        if not self._still_at_guarantee(run, contended):
+            return False
+        return (self.p.reclaim and within) or outranks
+
+    def _within_guarantee(self, job: JobRequest, contended: tuple[str, ...]) -> bool:
+        quota = self.s.tenants.get(job.tenant)
+        if quota is None:
+            return False
+        used = self.usage.get(job.tenant, {})
+        return all(used.get(n, 0.0) + job.total.get(n, 0.0) <= quota.guaranteed.get(n, 0.0) + _EPS
+                   for n in contended)
+
+    def _still_at_guarantee(self, run: RunningJob, contended: tuple[str, ...]) -> bool:
+        """The victim's tenant must stay at or above its guarantee on the contended resources."""
+        quota = self.s.tenants.get(run.job.tenant)
+        used = self.usage.get(run.job.tenant, {})
+        total = run.allocation.total
+        for n in contended:
+            if total.get(n, 0.0) <= 0:
+                continue
+            g = quota.guaranteed.get(n, 0.0) if quota else 0.0
+            if used.get(n, 0.0) - total.get(n, 0.0) < g - _EPS:
+                return False
+        return any(total.get(n, 0.0) > 0 for n in contended)
+
+    def _victim_reason(self, job: JobRequest, run: RunningJob) -> str:
+        if run.job.tenant != job.tenant and not self._outranks(job, run):
+            return f"reclaimed: tenant {job.tenant!r} needs its guaranteed capacity back for {job.id}"
+        if run.job.priority < job.priority:
+            return f"preempted by higher-priority job {job.id} (priority {job.priority} > {run.job.priority})"
+        return f"preempted by {job.id}, which has had less service (least-attained-service order)"
+
+
+def schedule(state: ClusterState, now: float) -> Cycle:
+    """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged."""
+    cycle = _Cycle(state, now)
+    cycle._quota_blocked = set()
+    return cycle.run()
+
+
+def queue_order(state: ClusterState) -> list[JobRequest]:
+    """Every queued job in the order admission considers them now (for ``cuberay queue``)."""
+    cycle = _Cycle(state, 0.0)
+    keyed = []
+    for b in state.queue.buckets():
+        for entry in b.entries:
+            job = state.queue.get(entry[2])
+            keyed.append((cycle.key(b, entry), job))
+    keyed.sort(key=lambda kv: kv[0])
+    return [job for _, job in keyed]
+
+
+# -- helpers -------------------------------------------------------------------------
+
+def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
+    """Pick the capacity to hold for a blocked job: nodes that could host it, most free first."""
+    selector = job.worker.node_selector()
+    keys = score_key(job.worker)
+    candidates = []
+    for node in ledger.nodes.values():
+        if not node.alive or (selector and not node.matches(selector)):
+            continue
+        k = workers_that_fit(node, job.worker, empty=True)
+        if k > 0:
+            free_now = sum(node.free.get(key, 0.0) for key in keys)
+            candidates.append((-free_now, node.id, k))
+    candidates.sort()
+    policy = job.placement.resolve(job.worker)
+    per_node_cap = 1 if policy is Placement.STRICT_SPREAD else None
+    held: dict[str, dict[str, float]] = {}
+    left = job.workers
+    if policy is Placement.STRICT_PACK:
+        candidates = [c for c in candidates if c[2] >= job.workers][:1]
+    for _, node_id, k in candidates:
+        take = min(k, left, per_node_cap or k)
+        held[node_id] = (job.worker.resources * take).as_dict()
+        left -= take
+        if left <= 0:
+            return held
+    return {}
+
+
+def _contended(job: JobRequest) -> tuple[str, ...]:
+    """Resources a preemption must free for this job: its accelerators, else all it asks for."""
+    from cuberay.platform.resources import CARD_RESOURCES
+
+    cards = tuple(n for n in job.total if n in CARD_RESOURCES)
+    return cards or tuple(job.total)
+
+
+def _held_now(ledger: Ledger, reserved: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Free capacity that a reservation keeps from other jobs right now (at most what is free)."""
+    out: dict[str, float] = {}
+    for node_id, amounts in reserved.items():
+        node = ledger.nodes.get(node_id)
+        if node is None:
+            continue
+        for k, v in amounts.items():
+            out[k] = out.get(k, 0.0) + min(v, max(node.free.get(k, 0.0), 0.0))
+    return out
+
+
+def _add(usage: dict[str, float], amounts: Mapping[str, float], sign: float) -> None:
+    for k, v in amounts.items():
+        usage[k] = usage.get(k, 0.0) + sign * v
+
+
+def _sum(vectors: Iterable[Resources]) -> Resources:
+    out: dict[str, float] = {}
+    for v in vectors:
+        for k, a in v.items():
+            out[k] = out.get(k, 0.0) + a
+    return Resources(out)
+
+
+def _n(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _user_name(ray_name: str) -> str:
+    return {"CPU": "cpu", "GPU": "gpu", "memory": "memory", "rdma": "rdma"}.get(ray_name, ray_name)
+
+
+__all__ = ["Admit", "Preempt", "Reserve", "Reject", "Cycle", "RunningJob", "ClusterState", "schedule",
+           "queue_order", "format_resources"]

@@ -1,0 +1,261 @@
+"""The cluster model: nodes, capacity, labels, per-card accelerator shares, allocations.
+
+Pure bookkeeping, no Ray: the live controller builds a ledger from Ray's nodes,
+the simulator from a node list. Accelerators (GPU, NPU, ...) are tracked per
+physical card, because Ray gives a fractional request a share of ONE card and a
+whole request whole cards; a node with 0.5 free on each of two cards cannot take
+a 1-GPU worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from cuberay.platform.resources import CARD_RESOURCES, Resources, WorkerRequest
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSlot:
+    """Where one worker of a gang runs: a node and, for accelerators, which cards."""
+
+    node_id: str
+    cards: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """The resources one admitted job holds: one slot per worker."""
+
+    job_id: str
+    request: WorkerRequest
+    slots: tuple[WorkerSlot, ...]
+
+    @property
+    def node_ids(self) -> list[str]:
+        return [s.node_id for s in self.slots]
+
+    @property
+    def total(self) -> Resources:
+        return self.request.resources * len(self.slots)
+
+
+@dataclass(slots=True)
+class NodeState:
+    """One node: what it has, what is free, and its labels."""
+
+    id: str
+    capacity: dict[str, float]
+    labels: dict[str, str]
+    free: dict[str, float]
+    card_resource: str | None = None
+    cards: list[float] = field(default_factory=list)
+    alive: bool = True
+
+    @property
+    def full_cards(self) -> int:
+        return sum(1 for c in self.cards if c >= 1.0 - _EPS)
+
+    def utilization(self, name: str) -> float:
+        cap = self.capacity.get(name, 0.0)
+        return 0.0 if cap <= 0 else 1.0 - self.free.get(name, 0.0) / cap
+
+    def matches(self, selector: Mapping[str, str]) -> bool:
+        labels = self.labels
+        for key, want in selector.items():
+            have = labels.get(key)
+            if want.startswith("in(") and want.endswith(")"):
+                if have not in {v.strip() for v in want[3:-1].split(",")}:
+                    return False
+            elif have != want:
+                return False
+        return True
+
+
+def _split_cards(capacity: Mapping[str, float]) -> tuple[str | None, int]:
+    for name in CARD_RESOURCES:
+        if capacity.get(name, 0.0) > 0:
+            return name, int(capacity[name] + _EPS)
+    return None, 0
+
+
+class Ledger:
+    """Nodes and allocations. Mutated only through allocate/release/restore/add/remove."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.allocations: dict[str, Allocation] = {}
+        self.total_capacity: dict[str, float] = {}
+        self.total_free: dict[str, float] = {}
+
+    # -- nodes ---------------------------------------------------------------------
+    def add_node(self, node_id: str, capacity: Mapping[str, float], labels: Mapping[str, str] | None = None) -> NodeState:
+        """Add (or re-add) a node with nothing allocated on it."""
+        if node_id in self.nodes:
+            self.remove_node(node_id)
+        cap = {k: float(v) for k, v in capacity.items() if v}
+        card_resource, n_cards = _split_cards(cap)
+        node = NodeState(node_id, cap, dict(labels or {}), dict(cap), card_resource, [1.0] * n_cards)
+        node.labels.setdefault("ray.io/node-id", node_id)
+        self.nodes[node_id] = node
+        for k, v in cap.items():
+            self.total_capacity[k] = self.total_capacity.get(k, 0.0) + v
+            self.total_free[k] = self.total_free.get(k, 0.0) + v
+        return node
+
+    def remove_node(self, node_id: str) -> list[str]:
+        """Drop a node; returns the jobs that had workers on it (their allocations are released)."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            return []
+        hit = [a.job_id for a in self.allocations.values() if any(s.node_id == node_id for s in a.slots)]
+        for job_id in hit:
+            self.release(job_id)
+        for k, v in node.capacity.items():
+            self.total_capacity[k] -= v
+            self.total_free[k] -= v
+        del self.nodes[node_id]
+        return hit
+
+    def alive_nodes(self) -> list[NodeState]:
+        return [n for n in self.nodes.values() if n.alive]
+
+    # -- allocations -----------------------------------------------------------------
+    def allocate(self, job_id: str, request: WorkerRequest, node_ids: Iterable[str]) -> Allocation:
+        """Take resources for one worker per entry of ``node_ids``; all or nothing."""
+        if job_id in self.allocations:
+            raise ValueError(f"job {job_id} already holds an allocation")
+        slots: list[WorkerSlot] = []
+        try:
+            for node_id in node_ids:
+                slots.append(self._take(self.nodes[node_id], request))
+        except _NoFit:
+            for slot in slots:
+                self._give(slot, request)
+            raise ValueError(f"job {job_id} does not fit on nodes {list(node_ids)}") from None
+        alloc = Allocation(job_id, request, tuple(slots))
+        self.allocations[job_id] = alloc
+        return alloc
+
+    def release(self, job_id: str) -> Allocation | None:
+        """Give back everything a job holds; returns the allocation (None if it held nothing)."""
+        alloc = self.allocations.pop(job_id, None)
+        if alloc is not None:
+            for slot in alloc.slots:
+                if slot.node_id in self.nodes:
+                    self._give(slot, alloc.request)
+        return alloc
+
+    def restore(self, alloc: Allocation) -> None:
+        """Put back an allocation exactly as it was (same cards); used to undo a release."""
+        req = alloc.request
+        for slot in alloc.slots:
+            node = self.nodes[slot.node_id]
+            self._sub(node, req.resources, skip=node.card_resource)
+            for idx, amount in slot.cards:
+                node.cards[idx] -= amount
+                node.free[node.card_resource] -= amount  # type: ignore[index]
+                self.total_free[node.card_resource] -= amount  # type: ignore[index]
+        self.allocations[alloc.job_id] = alloc
+
+    def _sub(self, node: NodeState, res: Mapping[str, float], skip: str | None) -> None:
+        free, total = node.free, self.total_free
+        for k, v in res.items():
+            if k != skip:
+                free[k] = free.get(k, 0.0) - v
+                total[k] = total.get(k, 0.0) - v
+
+    def _take(self, node: NodeState, req: WorkerRequest) -> WorkerSlot:
+        res = req.resources
+        for k, v in res.items():
+            if k != node.card_resource and node.free.get(k, 0.0) + _EPS < v:
+                raise _NoFit
+        cards: tuple[tuple[int, float], ...] = ()
+        if node.card_resource and res.get(node.card_resource, 0.0) > 0:
+            cards = pick_cards(node.cards, res[node.card_resource])
+            if not cards:
+                raise _NoFit
+            for idx, amount in cards:
+                node.cards[idx] -= amount
+            node.free[node.card_resource] -= res[node.card_resource]
+            self.total_free[node.card_resource] -= res[node.card_resource]
+        elif any(name in res for name in CARD_RESOURCES):
+            raise _NoFit  # asks for an accelerator this node does not have
+        self._sub(node, res, skip=node.card_resource)
+        return WorkerSlot(node.id, cards)
+
+    def _give(self, slot: WorkerSlot, req: WorkerRequest) -> None:
+        node = self.nodes[slot.node_id]
+        for k, v in req.resources.items():
+            if k != node.card_resource:
+                node.free[k] = node.free.get(k, 0.0) + v
+                self.total_free[k] = self.total_free.get(k, 0.0) + v
+        for idx, amount in slot.cards:
+            node.cards[idx] += amount
+            node.free[node.card_resource] += amount  # type: ignore[index]
+            self.total_free[node.card_resource] += amount  # type: ignore[index]
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if any node, card or total is over-allocated (used by tests)."""
+        for node in self.nodes.values():
+            for k, v in node.free.items():
+                assert v >= -1e-6, f"node {node.id} over-allocated on {k}: free {v}"
+                assert v <= node.capacity.get(k, 0.0) + 1e-6, f"node {node.id} frees more {k} than it has"
+            for i, c in enumerate(node.cards):
+                assert -1e-6 <= c <= 1.0 + 1e-6, f"node {node.id} card {i} free share {c} out of [0, 1]"
+
+
+class _NoFit(Exception):
+    pass
+
+
+def pick_cards(cards: list[float], amount: float) -> tuple[tuple[int, float], ...]:
+    """Choose cards for one worker: whole free cards for amount >= 1, else the fullest card that fits."""
+    if amount >= 1.0 - _EPS:
+        need = int(round(amount))
+        whole = [i for i, c in enumerate(cards) if c >= 1.0 - _EPS][:need]
+        return tuple((i, 1.0) for i in whole) if len(whole) == need else ()
+    best, best_free = -1, 2.0
+    for i, c in enumerate(cards):
+        if c + _EPS >= amount and c < best_free:
+            best, best_free = i, c
+    return ((best, amount),) if best >= 0 else ()
+
+
+def workers_that_fit(node: NodeState, req: WorkerRequest, reserved: Mapping[str, float] | None = None,
+                     empty: bool = False) -> int:
+    """How many copies of ``req`` fit on ``node`` now (or on the empty node when ``empty``).
+
+    ``reserved`` amounts (held for a blocked job) are not available.
+    """
+    res = req.resources
+    free = node.capacity if empty else node.free
+    count = 1 << 30
+    card = node.card_resource
+    for k, v in res.items():
+        if v <= 0:
+            continue
+        if k == card:
+            continue
+        if k in CARD_RESOURCES:
+            return 0  # needs an accelerator this node does not have
+        avail = free.get(k, 0.0) - (reserved.get(k, 0.0) if reserved else 0.0)
+        n = int((avail + _EPS) / v)
+        if n < count:
+            count = n
+            if count <= 0:
+                return 0
+    if card and res.get(card, 0.0) > 0:
+        need = res[card]
+        cards = [1.0] * len(node.cards) if empty else node.cards
+        held = reserved.get(card, 0.0) if reserved else 0.0
+        if need >= 1.0 - _EPS:
+            whole = sum(1 for c in cards if c >= 1.0 - _EPS) - int(held + 1 - _EPS)
+            n = int(whole / round(need)) if whole > 0 else 0
+        else:
+            shares = sorted(cards, reverse=True)[int(held + 1 - _EPS):] if held > 0 else cards
+            n = sum(int((c + _EPS) / need) for c in shares)
+        count = min(count, n)
+    return max(count, 0)

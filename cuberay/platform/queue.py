@@ -1,0 +1,107 @@
+"""The job queue, bucketed by what makes jobs interchangeable for admission.
+
+Jobs of one tenant, one priority, one service band and one gang shape form a
+bucket, ordered by age. Within a cycle, if a bucket's oldest job cannot start
+then none of the others can either (same tenant, same shape, and a cycle only
+ever takes resources away), so a cycle visits each bucket once instead of
+every job: its cost grows with the number of distinct shapes, not queue length.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterator
+
+from cuberay.platform.placement import Placement
+from cuberay.platform.resources import CARD_RESOURCES, Resources, WorkerRequest
+
+
+@dataclass(slots=True, eq=False)
+class JobRequest:
+    """The scheduler's view of one job: who, what gang, how urgent, how much service so far."""
+
+    id: str
+    tenant: str
+    worker: WorkerRequest
+    workers: int
+    placement: Placement = Placement.AUTO
+    priority: int = 0
+    submit_time: float = 0.0
+    max_workers: int | None = None
+    attained_gpu_s: float = 0.0
+    max_runtime_s: float | None = None
+    seq: int = 0
+    total: Resources = field(init=False)
+    gpus: float = field(init=False)
+    shape: Hashable = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.placement = Placement(self.placement)
+        self.total = self.worker.resources * self.workers
+        self.gpus = sum(self.total.get(name, 0.0) for name in CARD_RESOURCES)
+        self.shape = (self.worker, self.workers, self.max_workers, self.placement)
+
+
+BucketKey = tuple  # (tenant, priority, band, shape)
+
+
+@dataclass(slots=True, eq=False)
+class Bucket:
+    key: BucketKey
+    tenant: str
+    priority: int
+    band: int
+    entries: list[tuple[float, int, str]] = field(default_factory=list)  # (submit_time, seq, job id), sorted
+
+
+class JobQueue:
+    """Waiting jobs. ``band_of`` maps a job to its service band (0 = least attained service)."""
+
+    def __init__(self, band_of: Callable[[JobRequest], int] = lambda job: 0) -> None:
+        self._band_of = band_of
+        self._buckets: dict[BucketKey, Bucket] = {}
+        self._jobs: dict[str, tuple[JobRequest, BucketKey]] = {}
+        self._seq = 0
+
+    def add(self, job: JobRequest) -> None:
+        if job.id in self._jobs:
+            raise ValueError(f"job {job.id} is already queued")
+        if not job.seq:
+            self._seq += 1
+            job.seq = self._seq
+        band = self._band_of(job)
+        key = (job.tenant, job.priority, band, job.shape)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = Bucket(key, job.tenant, job.priority, band)
+        bisect.insort(bucket.entries, (job.submit_time, job.seq, job.id))
+        self._jobs[job.id] = (job, key)
+
+    def remove(self, job_id: str) -> JobRequest:
+        job, key = self._jobs.pop(job_id)
+        bucket = self._buckets[key]
+        idx = bisect.bisect_left(bucket.entries, (job.submit_time, job.seq, job.id))
+        del bucket.entries[idx]
+        if not bucket.entries:
+            del self._buckets[key]
+        return job
+
+    def get(self, job_id: str) -> JobRequest | None:
+        hit = self._jobs.get(job_id)
+        return hit[0] if hit else None
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._jobs
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __iter__(self) -> Iterator[JobRequest]:
+        return (job for job, _ in self._jobs.values())
+
+    def buckets(self) -> list[Bucket]:
+        return list(self._buckets.values())
+
+    def band(self, job_id: str) -> int:
+        return self._buckets[self._jobs[job_id][1]].band

@@ -1,0 +1,58 @@
+"""Scheduling knobs and tenant quotas as the pure core sees them.
+
+The spec layer (``specs.py``) builds these from the platform file; the
+simulator builds them from flags. Named policies: ``cuberay`` (ours) and the
+baselines ``fifo`` (strict FIFO gang, like Volcano's default queue) and
+``fifo-backfill`` (FIFO with aggressive backfill and no reservation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from cuberay.errors import SpecError
+from cuberay.platform.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class TenantQuota:
+    """A tenant's guaranteed (nominal) resources and its cap (guaranteed + borrowing); None = no cap."""
+
+    name: str
+    guaranteed: Resources = Resources()
+    max: Resources | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How admission orders, backfills and preempts."""
+
+    name: str = "cuberay"
+    fifo: bool = False                  # order by age only, ignore priority and tenant share
+    fair_share: bool = True             # order tenants by dominant share of their guarantee (DRF)
+    backfill: bool = True               # later jobs may start when the head is blocked
+    reserve: bool = True                # hold capacity for the first blocked job (no starvation)
+    reclaim: bool = True                # a tenant under its guarantee preempts borrowers
+    preempt: bool = True                # higher priority (or less attained service) preempts lower
+    las_threshold_gpu_s: float | None = None   # least-attained-service bands; None turns them off
+    min_run_before_preempt_s: float = 0.0      # priority/LAS victims must have run this long
+    max_preemptions_per_cycle: int = 1
+    scan_limit: int | None = None       # most buckets examined per cycle (None: all)
+
+
+POLICIES: dict[str, Policy] = {
+    "cuberay": Policy(),
+    "fifo": Policy(name="fifo", fifo=True, fair_share=False, backfill=False, reserve=False,
+                   reclaim=False, preempt=False),
+    "fifo-backfill": Policy(name="fifo-backfill", fifo=True, fair_share=False, backfill=True,
+                            reserve=False, reclaim=False, preempt=False),
+}
+
+
+def policy_named(name: str, **overrides: object) -> Policy:
+    """Look up a named policy, optionally overriding fields."""
+    try:
+        base = POLICIES[name]
+    except KeyError:
+        raise SpecError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}") from None
+    return replace(base, **overrides) if overrides else base  # type: ignore[arg-type]

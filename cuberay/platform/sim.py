@@ -1,0 +1,411 @@
+"""Discrete-event simulator: replay a job trace through the real admission code.
+
+The same ``ClusterState`` / ``schedule`` the live controller uses decide who runs
+where; the simulator only advances time. Preemption model: a preempted job
+keeps the progress of its last checkpoint (one every ``checkpoint_interval_s``
+of run time), loses the rest, and pays ``restart_cost_s`` of allocated,
+useless time when it starts again.
+
+Python API::
+
+    from cuberay.platform.sim import simulate, load_philly, uniform_cluster
+    report = simulate(load_philly(path, start="2017-10-01", end="2017-11-30"),
+                      uniform_cluster(64, gpus_per_node=8), policy="cuberay")
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import time as _time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Iterable, Mapping, Sequence
+
+from cuberay.errors import SpecError
+from cuberay.platform.admission import Admit, ClusterState, Preempt, schedule
+from cuberay.platform.ledger import Ledger
+from cuberay.platform.queue import JobRequest
+from cuberay.platform.resources import CPU, GPU, MEMORY, Resources, WorkerRequest
+from cuberay.platform.scheduling import Policy, TenantQuota, policy_named
+
+LARGE_JOB_GPUS = 16
+
+
+# -- inputs --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job of a trace: a gang of ``workers`` identical workers."""
+
+    id: str
+    submit_time: float          # seconds from the start of the trace
+    duration: float             # seconds of useful run time
+    gpus: float = 1.0           # per worker
+    workers: int = 1
+    cpus: float = 0.0           # per worker
+    memory: float = 0.0         # per worker, bytes
+    tenant: str = "default"
+    priority: int = 0
+    placement: str = "pack"
+
+    @property
+    def total_gpus(self) -> float:
+        return self.gpus * self.workers
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    id: str
+    capacity: Mapping[str, float]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def uniform_cluster(nodes: int, gpus_per_node: int, cpus_per_node: float | None = None,
+                    memory_per_node: float | None = None) -> list[NodeSpec]:
+    """``nodes`` identical nodes. CPUs and memory default to plenty (GPU-bound traces)."""
+    cap = {GPU: float(gpus_per_node), CPU: float(cpus_per_node or 8 * max(gpus_per_node, 1)),
+           MEMORY: float(memory_per_node or 64 * 2**30 * max(gpus_per_node, 1))}
+    return [NodeSpec(f"node-{i:04d}", dict(cap)) for i in range(nodes)]
+
+
+def _parse_time(value: str | float | None) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(str(value)).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        raise SpecError(f"time {value!r} is neither seconds nor a date like 2017-10-01 or "
+                        f"'2017-10-01 12:00:00'") from None
+
+
+def load_philly(path: str, start: str | float | None = None, end: str | float | None = None,
+                placement: str = "pack") -> list[TraceJob]:
+    """Read the Philly trace (``timestamp,duration,num_gpus,gpu_time,cluster``; rows unsorted).
+
+    Each job is a gang of ``num_gpus`` workers with 1 GPU each; the virtual
+    cluster is the tenant. ``start``/``end`` select submissions by date
+    (``end`` inclusive of the whole day when given as a date).
+    """
+    lo, hi = _parse_time(start), _parse_time(end)
+    if hi is not None and isinstance(end, str) and len(end.strip()) == 10:
+        hi += 86400  # a bare date means "through the end of that day"
+    rows = []
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        _require(reader.fieldnames, ("timestamp", "duration", "num_gpus", "cluster"), path)
+        for n, row in enumerate(reader, start=2):
+            try:
+                ts = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+                dur, gpus = float(row["duration"]), int(float(row["num_gpus"]))
+            except (ValueError, TypeError) as exc:
+                raise SpecError(f"bad row: {exc}", file=path, path=f"line {n}") from None
+            if (lo is None or ts >= lo) and (hi is None or ts < hi):
+                rows.append((ts, dur, gpus, row["cluster"], n))
+    rows.sort()
+    if not rows:
+        return []
+    t0 = rows[0][0]
+    return [TraceJob(f"philly-{n}", ts - t0, max(dur, 1.0), 1.0, max(gpus, 1), tenant=vc, placement=placement)
+            for ts, dur, gpus, vc, n in rows]
+
+
+def load_generic(path: str, start: float | None = None, end: float | None = None) -> list[TraceJob]:
+    """Read ``submit_time,duration,gpus[,cpus,memory,workers,tenant,priority]`` (gpus may be fractional)."""
+    jobs = []
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        _require(reader.fieldnames, ("submit_time", "duration", "gpus"), path)
+        for n, row in enumerate(reader, start=2):
+            try:
+                t = float(row["submit_time"])
+                job = TraceJob(
+                    f"job-{n}", t, float(row["duration"]), float(row["gpus"] or 0),
+                    int(float(row.get("workers") or 1)), float(row.get("cpus") or 0),
+                    float(row.get("memory") or 0), row.get("tenant") or "default",
+                    int(float(row.get("priority") or 0)))
+            except (ValueError, TypeError) as exc:
+                raise SpecError(f"bad row: {exc}", file=path, path=f"line {n}") from None
+            if (start is None or t >= start) and (end is None or t < end):
+                jobs.append(job)
+    jobs.sort(key=lambda j: j.submit_time)
+    return jobs
+
+
+def _require(fields: Sequence[str] | None, needed: Iterable[str], path: str) -> None:
+    missing = [f for f in needed if f not in (fields or ())]
+    if missing:
+        raise SpecError(f"missing columns {', '.join(missing)} (header has {', '.join(fields or []) or 'nothing'})",
+                        file=path, path="header")
+
+
+def proportional_quotas(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec]) -> dict[str, TenantQuota]:
+    """Guarantees proportional to each tenant's GPU-time in the trace; no cap (borrowing allowed)."""
+    gpu_time: dict[str, float] = {}
+    for j in jobs:
+        gpu_time[j.tenant] = gpu_time.get(j.tenant, 0.0) + j.total_gpus * j.duration
+    capacity = sum(n.capacity.get(GPU, 0.0) for n in cluster)
+    cpus = sum(n.capacity.get(CPU, 0.0) for n in cluster)
+    total = sum(gpu_time.values()) or 1.0
+    out = {}
+    for tenant, t in gpu_time.items():
+        share = t / total
+        out[tenant] = TenantQuota(tenant, Resources({GPU: capacity * share, CPU: cpus * share}), None)
+    for j in jobs:  # tenants with no GPU-time still exist
+        out.setdefault(j.tenant, TenantQuota(j.tenant, Resources(), None))
+    return out
+
+
+# -- output --------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    """What a replay measured. ``-o json`` prints ``asdict(report)`` minus the timeline."""
+
+    policy: str
+    jobs: int
+    finished: int
+    avg_jct_s: float
+    p50_jct_s: float
+    p99_jct_s: float
+    avg_wait_s: float
+    max_wait_s_large: float
+    makespan_s: float
+    gpu_utilization: float
+    goodput: float
+    gpu_allocated_fraction: float
+    preemptions: int
+    rejected: int
+    wall_s: float
+    decisions_per_s: float
+    cycles: int
+    decisions: int
+    queued_at_end: int
+    running_at_end: int
+    allocated_at_end: dict[str, float]
+    tenants: dict[str, dict[str, float]]
+    nodes: int
+    gpus: float
+    timeline: list[tuple[float, float, int]] = field(default_factory=list, repr=False)
+    jcts: list[float] = field(default_factory=list, repr=False)
+
+    def to_dict(self, timeline: bool = False) -> dict:
+        out = asdict(self)
+        if not timeline:
+            out.pop("timeline")
+            out.pop("jcts")
+        return out
+
+
+# -- the engine ----------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Progress:
+    trace: TraceJob
+    done: float = 0.0            # useful seconds kept (checkpointed or finished)
+    attempts: int = 0
+    run_start: float = 0.0       # when the current attempt got its allocation
+    work_start: float = 0.0      # when it began useful work (after the restart cost)
+    queued_since: float = 0.0
+    waited: float = 0.0
+    generation: int = 0
+    first_start: float | None = None
+
+
+_FINISH, _ARRIVE = 0, 1
+
+
+class _Sim:
+    def __init__(self, jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], tenants: Mapping[str, TenantQuota],
+                 policy: Policy, checkpoint_interval_s: float, restart_cost_s: float) -> None:
+        ledger = Ledger()
+        for n in cluster:
+            ledger.add_node(n.id, n.capacity, n.labels)
+        self.state = ClusterState(ledger, tenants, policy)
+        self.jobs = jobs
+        self.ckpt = checkpoint_interval_s
+        self.restart = restart_cost_s
+        self.capacity_gpus = ledger.total_capacity.get(GPU, 0.0)
+        self.progress: dict[str, _Progress] = {}
+        self.events: list[tuple[float, int, int, str]] = []
+        self.jct: dict[str, float] = {}
+        self.rejected = self.preemptions = self.cycles = self.decisions = 0
+        self.sched_time = 0.0
+        self.allocated_gpu_s = self.lost_gpu_s = 0.0
+        self.busy_gpu_s = self.busy_cap_s = 0.0
+        self.timeline: list[tuple[float, float, int]] = []
+        self.now = 0.0
+
+    def run(self, until: float | None) -> None:
+        for i, job in enumerate(self.jobs):
+            self.progress[job.id] = _Progress(job)
+            self.events.append((job.submit_time, _ARRIVE, i, job.id))
+        heapq.heapify(self.events)
+        self.now = self.events[0][0] if self.events else 0.0
+        while self.events:
+            t = self.events[0][0]
+            if until is not None and t > until:
+                self._advance(until)
+                return
+            self._advance(t)
+            while self.events and self.events[0][0] == t:
+                _, kind, gen, job_id = heapq.heappop(self.events)
+                self._arrive(job_id) if kind == _ARRIVE else self._finish(job_id, gen)
+            if len(self.state.queue):
+                self._cycle()
+
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt > 0:
+            used = self.capacity_gpus - self.state.ledger.total_free.get(GPU, 0.0)
+            if len(self.state.queue):
+                self.busy_gpu_s += used * dt
+                self.busy_cap_s += self.capacity_gpus * dt
+            self.timeline.append((self.now, used, len(self.state.queue)))
+        self.now = t
+
+    def _arrive(self, job_id: str) -> None:
+        p = self.progress[job_id]
+        tj = p.trace
+        worker = WorkerRequest(Resources({GPU: tj.gpus, CPU: tj.cpus, MEMORY: tj.memory}))
+        req = JobRequest(tj.id, tj.tenant, worker, tj.workers, tj.placement, tj.priority, tj.submit_time)
+        if self.state.submit(req) is not None:
+            self.rejected += 1
+        p.queued_since = self.now
+
+    def _finish(self, job_id: str, gen: int) -> None:
+        p = self.progress[job_id]
+        if gen != p.generation or job_id not in self.state.running:
+            return  # a stale event from an attempt that was preempted
+        self._account_attempt(p, keep_all=True)
+        self.state.finish(job_id)
+        self.jct[job_id] = self.now - p.trace.submit_time
+
+    def _cycle(self) -> None:
+        t0 = _time.perf_counter()
+        cycle = schedule(self.state, self.now)
+        self.sched_time += _time.perf_counter() - t0
+        self.cycles += 1
+        self.decisions += len(cycle.decisions)
+        for d in cycle.decisions:
+            if isinstance(d, Preempt):
+                self._preempt(d.job_id)
+        for d in cycle.decisions:
+            if isinstance(d, Admit):
+                self._start(d)
+        self.state.apply([d for d in cycle.decisions if not isinstance(d, (Admit, Preempt))], self.now)
+
+    def _start(self, d: Admit) -> None:
+        p = self.progress[d.job_id]
+        run = self.state.start(d.job_id, d.node_ids, self.now)
+        run.checkpoint_every_s = self.ckpt
+        p.waited += self.now - p.queued_since
+        p.first_start = self.now if p.first_start is None else p.first_start
+        p.run_start = self.now
+        p.work_start = self.now + (self.restart if p.attempts else 0.0)
+        run.start_time = p.work_start  # lost work counts from useful start
+        p.attempts += 1
+        p.generation += 1
+        finish = p.work_start + max(p.trace.duration - p.done, 0.0)
+        heapq.heappush(self.events, (finish, _FINISH, p.generation, d.job_id))
+
+    def _preempt(self, job_id: str) -> None:
+        p = self.progress[job_id]
+        self._account_attempt(p, keep_all=False)
+        self.state.preempt(job_id, self.now)
+        p.generation += 1
+        p.queued_since = self.now
+        self.preemptions += 1
+
+    def _account_attempt(self, p: _Progress, keep_all: bool) -> None:
+        gpus = p.trace.total_gpus
+        held = max(0.0, self.now - p.run_start)
+        worked = max(0.0, self.now - p.work_start)
+        kept = worked if keep_all else (math.floor(worked / self.ckpt) * self.ckpt if self.ckpt > 0 else 0.0)
+        kept = min(kept, max(p.trace.duration - p.done, 0.0))
+        p.done += kept
+        self.allocated_gpu_s += held * gpus
+        self.lost_gpu_s += (held - kept) * gpus
+
+    def report(self, policy: Policy, wall: float) -> Report:
+        jcts = sorted(self.jct.values())
+        waits = [p.waited for p in self.progress.values() if p.trace.id in self.jct]
+        large = [p.waited + (self.now - p.queued_since if p.trace.id in self.state.queue else 0.0)
+                 for p in self.progress.values() if p.trace.total_gpus >= LARGE_JOB_GPUS]
+        finished_at = [p.trace.submit_time + self.jct[p.trace.id] for p in self.progress.values()
+                       if p.trace.id in self.jct]
+        first = self.jobs[0].submit_time if self.jobs else 0.0
+        used = self.capacity_gpus - self.state.ledger.total_free.get(GPU, 0.0)
+        return Report(
+            policy=policy.name, jobs=len(self.jobs), finished=len(jcts),
+            avg_jct_s=_mean(jcts), p50_jct_s=_pct(jcts, 50), p99_jct_s=_pct(jcts, 99),
+            avg_wait_s=_mean(waits), max_wait_s_large=max(large, default=0.0),
+            makespan_s=(max(finished_at) - first) if finished_at else 0.0,
+            gpu_utilization=self.busy_gpu_s / self.busy_cap_s if self.busy_cap_s else 0.0,
+            goodput=1.0 - self.lost_gpu_s / self.allocated_gpu_s if self.allocated_gpu_s else 1.0,
+            gpu_allocated_fraction=used / self.capacity_gpus if self.capacity_gpus else 0.0,
+            preemptions=self.preemptions, rejected=self.rejected, wall_s=wall,
+            decisions_per_s=self.decisions / self.sched_time if self.sched_time else 0.0,
+            cycles=self.cycles, decisions=self.decisions,
+            queued_at_end=len(self.state.queue), running_at_end=len(self.state.running),
+            allocated_at_end={k: self.state.ledger.total_capacity.get(k, 0.0) - v
+                              for k, v in self.state.ledger.total_free.items()},
+            tenants=self._tenant_report(), nodes=len(self.state.ledger.nodes), gpus=self.capacity_gpus,
+            timeline=self.timeline, jcts=jcts)
+
+    def _tenant_report(self) -> dict[str, dict[str, float]]:
+        per: dict[str, list[float]] = {}
+        gpu_time: dict[str, float] = {}
+        for p in self.progress.values():
+            t = p.trace.tenant
+            gpu_time[t] = gpu_time.get(t, 0.0) + p.done * p.trace.total_gpus
+            if p.trace.id in self.jct:
+                per.setdefault(t, []).append(self.jct[p.trace.id])
+        total = sum(gpu_time.values()) or 1.0
+        return {t: {"jobs_finished": len(per.get(t, [])), "avg_jct_s": _mean(per.get(t, [])),
+                    "gpu_time_share": gpu_time[t] / total} for t in sorted(gpu_time)}
+
+
+def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
+             tenants: Mapping[str, TenantQuota] | None = None, policy: Policy | str = "cuberay", *,
+             checkpoint_interval_s: float = 1800.0, restart_cost_s: float = 60.0,
+             until: float | None = None) -> Report:
+    """Replay ``jobs`` on ``cluster`` under ``policy`` and measure it.
+
+    Args:
+        jobs: the trace, any order (it is sorted by submit time).
+        cluster: the nodes (see :func:`uniform_cluster`).
+        tenants: quotas; None gives guarantees proportional to each tenant's GPU-time, no cap.
+        policy: a :class:`Policy` or a name: ``cuberay``, ``fifo``, ``fifo-backfill``.
+        checkpoint_interval_s: a preempted job keeps progress up to its last checkpoint.
+        restart_cost_s: allocated, useless time when a preempted job starts again.
+        until: stop at this simulated time (seconds from the first submission) and report the state then.
+    Returns:
+        A :class:`Report`.
+    """
+    pol = policy_named(policy) if isinstance(policy, str) else policy
+    ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
+    quotas = dict(tenants) if tenants is not None else proportional_quotas(ordered, cluster)
+    t0 = _time.perf_counter()
+    sim = _Sim(ordered, cluster, quotas, pol, checkpoint_interval_s, restart_cost_s)
+    start = ordered[0].submit_time if ordered else 0.0
+    sim.run(None if until is None else start + until)
+    return sim.report(pol, _time.perf_counter() - t0)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def _pct(sorted_xs: Sequence[float], q: float) -> float:
+    if not sorted_xs:
+        return 0.0
+    idx = min(len(sorted_xs) - 1, max(0, math.ceil(q / 100 * len(sorted_xs)) - 1))
+    return sorted_xs[idx]

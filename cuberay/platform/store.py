@@ -1,0 +1,379 @@
+"""Persistence of the control plane: tenants, jobs and events in a SQL database.
+
+SQLite under the platform's storage dir by default; any SQLAlchemy URL (e.g.
+``postgresql+psycopg://...``) by configuration, so only portable SQL is used.
+The controller actor is the single writer: every call is one short transaction
+on its own session, and callers get plain pydantic records back, never ORM
+objects, so the records pickle across Ray actor boundaries.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import JSON, Double, Index, Integer, String, Text, create_engine, event, func, inspect, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.platform.states import JobState
+
+SCHEMA_VERSION = 1
+DB_FILENAME = "cuberay.db"
+
+# Lengths keep every column indexable on MySQL too; 253 is the longest DNS name Kubernetes allows.
+_NAME = 253
+_ID = 255
+
+
+class SchemaVersionError(CuberayError):
+    """The database was written by a cuberay with another schema version."""
+
+    exit_code = 1
+
+
+class AmbiguousJobError(SpecError):
+    """A job reference (a name) matches more than one job."""
+
+
+# ---------------------------------------------------------------- records (returned to callers)
+
+
+class JobRecord(BaseModel):
+    """One job as stored: its spec, state and the controller's bookkeeping."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: str = Field(description="Job id: '<tenant>-<name>-<seq>', e.g. 'vision-mnist-ddp-3'.")
+    tenant: str = Field(description="Tenant the job runs under.")
+    name: str = Field(description="Job name from the spec's metadata.")
+    kind: str = Field(description="Spec kind: TrainJob, TuneJob, ServeApp or Task.")
+    user: str = Field(description="Who submitted the job.")
+    spec: dict[str, Any] = Field(description="The full spec, as model_dump(mode='json').")
+    state: JobState = Field(description="Lifecycle state.")
+    priority: int = Field(description="Effective priority (higher runs first).")
+    submit_time: float = Field(description="Submission time, seconds since the epoch.")
+    seq: int = Field(description="Sequence number among jobs of the same tenant and name.")
+    start_time: float | None = Field(default=None, description="Start of the current or last run (epoch s).")
+    end_time: float | None = Field(default=None, description="End of the last run (epoch s).")
+    attempts: int = Field(default=0, description="How many times the job was started.")
+    allocation: list[dict[str, Any]] | None = Field(
+        default=None, description="One entry per worker while resources are held, e.g. {'node_id': ...}.")
+    reason: str = Field(default="", description="Why the last decision was made, e.g. why the job waits.")
+    submission_id: str | None = Field(default=None, description="Current Ray Job submission id.")
+    driver: str | None = Field(
+        default=None, description="'launcher', or 'external' for a `ray job submit -- cuberay run` driver.")
+    attained_gpu_s: float = Field(default=0.0, description="GPU-seconds of service so far.")
+    gpus: float = Field(default=0.0, description="Total GPUs of the gang.")
+    message: str | None = Field(default=None, description="Final message or error.")
+
+
+class EventRecord(BaseModel):
+    """One line of the platform's event log."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: int = Field(description="Increasing event id.")
+    time: float = Field(description="When it happened, seconds since the epoch.")
+    job_id: str | None = Field(description="The job concerned, if any.")
+    kind: str = Field(description="submitted, rejected, admitted, started, preempted, requeued, succeeded, "
+                                  "failed, cancelled, node_joined, node_lost, ...")
+    message: str = Field(description="What happened, in words.")
+
+
+# ---------------------------------------------------------------- tables
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class _SchemaVersionRow(_Base):
+    __tablename__ = "schema_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class _TenantRow(_Base):
+    __tablename__ = "tenants"
+
+    name: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[float] = mapped_column(Double)
+
+
+class _JobRow(_Base):
+    __tablename__ = "jobs"
+    # (tenant, name) serves tenant filters and next_seq alike.
+    __table_args__ = (Index("ix_jobs_tenant_name", "tenant", "name"),)
+
+    id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(_NAME))  # indexed by ix_jobs_tenant_name
+    name: Mapped[str] = mapped_column(String(_NAME))
+    kind: Mapped[str] = mapped_column(String(32))
+    user: Mapped[str] = mapped_column(String(_NAME))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Plain strings, not a database ENUM: a new state then needs no migration.
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    priority: Mapped[int] = mapped_column(Integer)
+    submit_time: Mapped[float] = mapped_column(Double)
+    seq: Mapped[int] = mapped_column(Integer)
+    start_time: Mapped[float | None] = mapped_column(Double)
+    end_time: Mapped[float | None] = mapped_column(Double)
+    attempts: Mapped[int] = mapped_column(Integer)
+    allocation: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
+    reason: Mapped[str] = mapped_column(Text)
+    submission_id: Mapped[str | None] = mapped_column(String(_ID))
+    driver: Mapped[str | None] = mapped_column(String(16))
+    attained_gpu_s: Mapped[float] = mapped_column(Double)
+    gpus: Mapped[float] = mapped_column(Double)
+    message: Mapped[str | None] = mapped_column(Text)
+
+
+class _EventRow(_Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Double)
+    job_id: Mapped[str | None] = mapped_column(String(_ID), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text)
+
+
+_JOB_FIELDS = frozenset(JobRecord.model_fields)
+_TERMINAL_DONE = (JobState.SUCCEEDED.value, JobState.FAILED.value)
+
+
+def default_url(storage_dir: str | Path) -> str:
+    """SQLite URL of the platform database under ``storage_dir`` (``~`` expanded; dir created)."""
+    directory = Path(storage_dir).expanduser().resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{directory / DB_FILENAME}"
+
+
+def _make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() != "sqlite":
+            return create_engine(parsed, pool_pre_ping=True)
+        in_memory = parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory"
+        engine = create_engine(
+            parsed,
+            # The controller calls from Ray's worker threads; the session never outlives a call.
+            connect_args={"check_same_thread": False},
+            # An in-memory database exists per connection, so all sessions must share one.
+            poolclass=StaticPool if in_memory else None,
+        )
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise SpecError(f"database URL {url!r} is not usable: {exc}; write a SQLAlchemy URL such as "
+                        f"sqlite:////abs/path/cuberay.db or postgresql+psycopg://user@host/db") from None
+    except ModuleNotFoundError as exc:
+        raise SpecError(f"database URL {make_url(url).render_as_string(hide_password=True)} needs the Python "
+                        f"module {exc.name!r}, which is not installed; install the driver (e.g. "
+                        f"`pip install psycopg[binary]` for postgresql+psycopg://) or use the default "
+                        f"SQLite file") from None
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode=WAL")  # readers (CLI) never block the controller
+        cursor.execute("PRAGMA busy_timeout=5000")
+        cursor.close()
+
+    return engine
+
+
+class Store:
+    """The controller's database. One instance per process; each call is one transaction."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine = _make_engine(url)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        self._where = self._engine.url.render_as_string(hide_password=True)
+        try:
+            self._open_schema()
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ schema
+
+    def _open_schema(self) -> None:
+        present = set(inspect(self._engine).get_table_names())
+        ours = set(_Base.metadata.tables)
+        if _SchemaVersionRow.__tablename__ not in present and present & ours:
+            raise SchemaVersionError(
+                f"database {self._where} has tables {', '.join(sorted(present & ours))} but no "
+                f"schema_version table, so it was not written by cuberay; point "
+                f"platform.spec.database at a new file or an empty database")
+        seen = self._recorded_version() if _SchemaVersionRow.__tablename__ in present else None
+        if seen is None:
+            _Base.metadata.create_all(self._engine)
+            try:
+                with self._sessions.begin() as session:
+                    session.add(_SchemaVersionRow(id=1, version=SCHEMA_VERSION))
+            except IntegrityError:  # another process recorded it first
+                pass
+            seen = self._recorded_version()
+        if seen != SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"database {self._where} has schema version {seen}; this cuberay expects "
+                f"{SCHEMA_VERSION}. Upgrade cuberay, or point platform.spec.database at a new file")
+
+    def _recorded_version(self) -> int | None:
+        with self._sessions() as session:
+            return session.scalar(select(_SchemaVersionRow.version).where(_SchemaVersionRow.id == 1))
+
+    # ------------------------------------------------------------ tenants
+
+    def upsert_tenants(self, tenants: dict[str, dict[str, Any]]) -> None:
+        """Insert or replace each tenant's spec (a model dump); others stay as they are."""
+        now = time.time()
+        with self._sessions.begin() as session:
+            for name, spec in tenants.items():
+                session.merge(_TenantRow(name=name, spec=spec, updated_at=now))
+
+    def tenants(self) -> dict[str, dict[str, Any]]:
+        """Every stored tenant spec, by name."""
+        with self._sessions() as session:
+            return {row.name: row.spec for row in session.scalars(select(_TenantRow).order_by(_TenantRow.name))}
+
+    # ------------------------------------------------------------ jobs
+
+    def next_seq(self, tenant: str, name: str) -> int:
+        """1 + the highest sequence number so far for ``tenant``/``name`` (single writer)."""
+        with self._sessions() as session:
+            top = session.scalar(
+                select(func.max(_JobRow.seq)).where(_JobRow.tenant == tenant, _JobRow.name == name))
+        return (top or 0) + 1
+
+    def add_job(self, record: JobRecord) -> None:
+        try:
+            with self._sessions.begin() as session:
+                session.add(_JobRow(**_row_values(record)))
+        except IntegrityError:
+            raise CuberayError(
+                f"job id {record.id!r} is already stored; ids come from next_seq(), which must be "
+                f"called for every new job") from None
+
+    def update_job(self, job_id: str, **fields: Any) -> JobRecord:
+        """Set ``fields`` on one job (validated as a :class:`JobRecord`) and return the new record."""
+        unknown = sorted(set(fields) - (_JOB_FIELDS - {"id"}))
+        if unknown:
+            raise TypeError(f"update_job() cannot set {', '.join(unknown)}; settable fields are "
+                            f"{', '.join(sorted(_JOB_FIELDS - {'id'}))}")
+        with self._sessions.begin() as session:
+            row = session.get(_JobRow, job_id)
+            if row is None:
+                raise self._not_found(job_id)
+            # Validate the whole record before writing, so a bad value never reaches the table.
+            updated = JobRecord.model_validate({**JobRecord.model_validate(row).model_dump(), **fields})
+            values = _row_values(updated)
+            for key in fields:
+                setattr(row, key, values[key])
+            return updated
+
+    def get_job(self, job_id: str) -> JobRecord:
+        with self._sessions() as session:
+            row = session.get(_JobRow, job_id)
+            if row is None:
+                raise self._not_found(job_id)
+            return JobRecord.model_validate(row)
+
+    def find_job(self, ref: str) -> JobRecord:
+        """The job whose id is ``ref``, else the one job named ``ref``.
+
+        A name is looked up among unfinished jobs first, then among all jobs;
+        several matches raise :class:`AmbiguousJobError` listing them.
+        """
+        with self._sessions() as session:
+            row = session.get(_JobRow, ref)
+            if row is not None:
+                return JobRecord.model_validate(row)
+            named = [JobRecord.model_validate(r) for r in session.scalars(
+                select(_JobRow).where(_JobRow.name == ref).order_by(_JobRow.submit_time, _JobRow.id))]
+        for candidates in ([r for r in named if not r.state.is_terminal], named):
+            if len(candidates) == 1:
+                return candidates[0]
+            if len(candidates) > 1:
+                listing = ", ".join(f"{r.id} ({r.state.value})" for r in candidates)
+                raise AmbiguousJobError(
+                    f"job name {ref!r} matches {len(candidates)} jobs: {listing}; give the full job id")
+        raise NotFoundError(f"no job has the id or name {ref!r}; list jobs and their ids with `cuberay queue`")
+
+    def list_jobs(self, tenant: str | None = None, states: Iterable[JobState | str] | None = None,
+                  limit: int | None = None) -> list[JobRecord]:
+        """Jobs ordered by submit time; with ``limit``, the most recently submitted ``limit`` of them."""
+        query = select(_JobRow)
+        if tenant is not None:
+            query = query.where(_JobRow.tenant == tenant)
+        if states is not None:
+            query = query.where(_JobRow.state.in_([JobState(s).value for s in states]))
+        return [JobRecord.model_validate(r) for r in self._latest(query, _JobRow.submit_time, _JobRow.id, limit)]
+
+    def finished_jobs(self, since: float | None = None) -> list[JobRecord]:
+        """SUCCEEDED and FAILED jobs (ended at or after ``since`` if given), by submit time."""
+        query = select(_JobRow).where(_JobRow.state.in_(_TERMINAL_DONE))
+        if since is not None:
+            query = query.where(_JobRow.end_time >= since)
+        return [JobRecord.model_validate(r) for r in self._latest(query, _JobRow.submit_time, _JobRow.id, None)]
+
+    # ------------------------------------------------------------ events
+
+    def add_event(self, kind: str, message: str, job_id: str | None = None,
+                  time: float | None = None) -> EventRecord:
+        row = _EventRow(time=_now() if time is None else time, job_id=job_id, kind=kind, message=message)
+        with self._sessions.begin() as session:
+            session.add(row)
+            session.flush()
+            return EventRecord.model_validate(row)
+
+    def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
+        """The latest ``limit`` events (of one job if given), oldest first."""
+        query = select(_EventRow)
+        if job_id is not None:
+            query = query.where(_EventRow.job_id == job_id)
+        return [EventRecord.model_validate(r) for r in self._latest(query, _EventRow.time, _EventRow.id, limit)]
+
+    # ------------------------------------------------------------ helpers
+
+    def _latest(self, query: Any, key: Any, tiebreak: Any, limit: int | None) -> list[Any]:
+        """Rows of ``query`` in ascending ``key`` order, keeping only the last ``limit``."""
+        if limit is None:
+            query = query.order_by(key, tiebreak)
+        else:
+            query = query.order_by(key.desc(), tiebreak.desc()).limit(limit)
+        with self._sessions() as session:
+            rows = list(session.scalars(query))
+        return rows if limit is None else rows[::-1]
+
+    def _not_found(self, job_id: str) -> NotFoundError:
+        return NotFoundError(f"no job has the id {job_id!r}; list jobs and their ids with `cuberay queue`")
+
+
+def _row_values(record: JobRecord) -> dict[str, Any]:
+    values = record.model_dump()
+    values["state"] = record.state.value
+    return values
+
+
+def _now() -> float:
+    return time.time()

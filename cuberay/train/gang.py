@@ -1,0 +1,286 @@
+"""Command gangs: one placement group, one actor per bundle, ``bash -c command`` in each.
+
+This is CubeStudio's Volcano/PyTorchJob template on Ray: every worker runs the
+same shell command with the rank/world/master names set (:mod:`cuberay.train.env`),
+all-or-nothing (one placement group reserves every bundle before any command
+starts), each bundle pinned to the node the admission decided
+(``bundle_label_selector`` on ``ray.io/node-id``). Output is streamed into the
+driver's stdout line by line with a ``[worker i]`` prefix, so it lands in the Ray
+Job log while the job runs. The first worker to fail stops the gang.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Mapping
+
+import ray
+from ray.util.placement_group import (
+    PlacementGroup,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from cuberay.train.env import JobIdentity, compose_env, worker_env
+
+EXIT_TIMEOUT = 124  # what coreutils' `timeout` returns; CubeStudio users know it
+EXIT_WORKER_LOST = 1  # an actor died under its command (node lost, OOM-killed)
+POLL_S = 0.5  # how long one poll waits for output; bounds the latency of a stop
+PROGRESS_S = 10.0  # how often the driver says it is still waiting for the reservation
+KILL_GRACE_S = 3.0  # SIGTERM first so trainers can flush, then SIGKILL
+
+# Runs beside each command in its own session. It blocks on a pipe from the actor;
+# when the actor process dies (ray.kill, driver gone, node lost), the pipe closes
+# and it kills the command's process group, so no user process outlives its actor
+# and holds GPUs after a job is cancelled or preempted.
+_WATCHDOG = (
+    "import os, signal, sys\n"
+    "sys.stdin.read()\n"
+    "try:\n"
+    "    os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+    "except (ProcessLookupError, PermissionError):\n"
+    "    pass\n"
+)
+_EOF = object()
+
+
+class CommandProcess:
+    """``bash -c command`` in its own process group, its output read line by line."""
+
+    def __init__(self, command: str, env: Mapping[str, str], cwd: str | None = None) -> None:
+        self._popen = subprocess.Popen(
+            ["bash", "-c", command], env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+            start_new_session=True,
+        )
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(self._popen.pid)],
+            stdin=subprocess.PIPE, start_new_session=True,
+        )
+        self._lines: queue.Queue[object] = queue.Queue()
+        self._eof = False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def _read(self) -> None:
+        assert self._popen.stdout is not None
+        for line in self._popen.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(_EOF)
+
+    def poll(self, wait_s: float = POLL_S) -> tuple[list[str], int | None]:
+        """New output lines (waits up to ``wait_s`` for the first), and the exit code once done."""
+        lines: list[str] = []
+        try:
+            item = self._lines.get(timeout=wait_s)
+            while True:
+                if item is _EOF:
+                    self._eof = True
+                    break
+                lines.append(str(item))
+                item = self._lines.get_nowait()
+        except queue.Empty:
+            pass
+        code = self._popen.poll()
+        # Report the exit only after the output is drained; a background child that
+        # keeps stdout open must not hold the gang forever once bash has exited.
+        if code is None or (not self._eof and lines):
+            return lines, None
+        return lines, _shell_code(code)
+
+    def kill(self, grace_s: float = KILL_GRACE_S) -> None:
+        """Stop the whole process group (TERM, then KILL), then retire the watchdog."""
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+            try:
+                os.killpg(self._popen.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self._popen.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self._release_watchdog()
+
+    def _release_watchdog(self) -> None:
+        # Closing its stdin makes it kill any background leftovers of the group, then exit.
+        if self._watchdog.stdin and not self._watchdog.stdin.closed:
+            self._watchdog.stdin.close()
+        try:
+            self._watchdog.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._watchdog.kill()
+
+
+def _shell_code(returncode: int) -> int:
+    """Popen's ``-N`` for "killed by signal N" as a shell reports it: ``128 + N``."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@ray.remote(max_concurrency=2)  # a stop must not queue behind a blocking poll
+class GangWorker:
+    """One gang member: runs in its bundle, owns one :class:`CommandProcess`."""
+
+    def __init__(self) -> None:
+        self._proc: CommandProcess | None = None
+
+    def node(self) -> tuple[str, str]:
+        """(Ray node id, node IP) of the node Ray placed this worker on."""
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+
+    def free_port(self) -> int:
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            return int(sock.getsockname()[1])
+
+    def start(self, command: str, worker: dict[str, str], user: dict[str, str],
+              cwd: str | None) -> int:
+        env = compose_env(worker, base=os.environ, user=user)
+        self._proc = CommandProcess(command, env, cwd)
+        return self._proc.pid
+
+    def poll(self, wait_s: float) -> tuple[list[str], int | None]:
+        assert self._proc is not None, "poll() before start()"
+        return self._proc.poll(wait_s)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+
+
+def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, float],
+                     env: dict[str, str], job: JobIdentity, working_dir: str | None = None,
+                     timeout_s: float | None = None, out: IO[str] = sys.stdout) -> int:
+    """Run ``command`` on one worker per node of ``node_ids``; return the gang's exit code.
+
+    0 when every worker exits 0; the first non-zero exit code otherwise (the
+    others are killed); 124 on timeout (reservation included); 1 if a worker's
+    actor dies. The placement group is always removed.
+    """
+    if not node_ids:
+        raise ValueError("run_command_gang needs at least one node id (one per worker)")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pg = _reserve(node_ids, bundle)
+    workers: list[ray.actor.ActorHandle] = []
+    try:
+        if not _wait_ready(pg, len(node_ids), deadline, out):
+            return _say(out, EXIT_TIMEOUT, f"gang: timed out after {timeout_s}s waiting for "
+                        f"the reservation; giving up")
+        workers = [_spawn(pg, i, bundle) for i in range(len(node_ids))]
+        envs = _worker_envs(workers, bundle, job)
+        ray.get([w.start.remote(command, e, dict(env), working_dir) for w, e in zip(workers, envs)])
+        _say(out, 0, f"gang: started {len(workers)} workers, MASTER={envs[0]['MASTER_ADDR']}:"
+             f"{envs[0]['MASTER_PORT']}")
+        return _stream(workers, deadline, out)
+    finally:
+        _teardown(workers, pg)
+
+
+def _usable(bundle: Mapping[str, float]) -> dict[str, float]:
+    resources = {k: float(v) for k, v in bundle.items() if v > 0}
+    if not resources:
+        raise ValueError(f"bundle {dict(bundle)} asks for nothing; give e.g. {{'CPU': 1}}")
+    return resources
+
+
+def _reserve(node_ids: list[str], bundle: Mapping[str, float]) -> PlacementGroup:
+    # PACK is only a tie-breaker here: every bundle is pinned to its node by label.
+    return placement_group(
+        [_usable(bundle)] * len(node_ids), strategy="PACK",
+        bundle_label_selector=[{"ray.io/node-id": node_id} for node_id in node_ids],
+    )
+
+
+def _wait_ready(pg: PlacementGroup, n: int, deadline: float | None, out: IO[str]) -> bool:
+    started, ready_ref = time.monotonic(), pg.ready()
+    while True:
+        wait_s = PROGRESS_S if deadline is None else min(PROGRESS_S, deadline - time.monotonic())
+        if wait_s <= 0:
+            return False
+        done, _ = ray.wait([ready_ref], timeout=wait_s)
+        if done:
+            placed = placement_group_table(pg).get("bundles_to_node_id", {})
+            _say(out, 0, f"gang: reserved {n} bundles on nodes {[placed.get(i) for i in range(n)]}")
+            return True
+        _say(out, 0, f"gang: waiting for {n} bundles ({time.monotonic() - started:.0f}s)")
+
+
+def _spawn(pg: PlacementGroup, index: int, bundle: Mapping[str, float]) -> ray.actor.ActorHandle:
+    """A worker that holds exactly its bundle's resources, so nothing else fits in it."""
+    resources = _usable(bundle)
+    custom = {k: v for k, v in resources.items() if k not in ("CPU", "GPU", "memory")}
+    strategy = PlacementGroupSchedulingStrategy(placement_group=pg,
+                                                placement_group_bundle_index=index)
+    return GangWorker.options(
+        num_cpus=resources.get("CPU", 0), num_gpus=resources.get("GPU", 0),
+        memory=int(resources["memory"]) if "memory" in resources else None,
+        resources=custom, scheduling_strategy=strategy,
+    ).remote()
+
+
+def _worker_envs(workers: list[ray.actor.ActorHandle], bundle: Mapping[str, float],
+                 job: JobIdentity) -> list[dict[str, str]]:
+    """Rank i's env; MASTER is rank 0's node IP and a port free there."""
+    nodes = ray.get([w.node.remote() for w in workers])
+    port = ray.get(workers[0].free_port.remote())
+    hosts = [ip for _, ip in nodes]
+    return [
+        worker_env(rank=i, world_size=len(workers), master_addr=hosts[0], master_port=port,
+                   hosts=hosts, gpus_per_worker=float(bundle.get("GPU", 0)), job=job,
+                   node_id=node_id)
+        for i, (node_id, _) in enumerate(nodes)
+    ]
+
+
+def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: IO[str]) -> int:
+    """Relay output until all exit 0, one fails, or time runs out."""
+    pending = {w.poll.remote(POLL_S): i for i, w in enumerate(workers)}
+    while pending:
+        wait_s = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+        if wait_s <= 0:
+            return _say(out, EXIT_TIMEOUT, "gang: timed out; stopping every worker")
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
+        for ref in done:
+            rank = pending.pop(ref)
+            try:
+                lines, code = ray.get(ref)
+            except ray.exceptions.RayActorError as err:
+                return _say(out, EXIT_WORKER_LOST, f"gang: worker {rank} was lost ({err}); "
+                            f"stopping the gang")
+            for line in lines:
+                out.write(f"[worker {rank}] {line}\n")
+            out.flush()
+            if code is None:
+                pending[workers[rank].poll.remote(POLL_S)] = rank
+            elif code != 0:
+                return _say(out, code, f"gang: worker {rank} exited with code {code}; "
+                            f"stopping the gang")
+    return _say(out, 0, f"gang: all {len(workers)} workers exited 0")
+
+
+def _teardown(workers: list[ray.actor.ActorHandle], pg: PlacementGroup) -> None:
+    try:
+        ray.get([w.stop.remote() for w in workers], timeout=2 * KILL_GRACE_S + 5)
+    except (ray.exceptions.RayError, TimeoutError):
+        pass  # a dead actor's watchdog already killed its command
+    for worker in workers:
+        ray.kill(worker)
+    remove_placement_group(pg)
+
+
+def _say(out: IO[str], code: int, message: str) -> int:
+    out.write(message + "\n")
+    out.flush()
+    return code

@@ -1,0 +1,88 @@
+"""Function-mode training: a user's train loop under Ray Train V2's TorchTrainer.
+
+Worker i is pinned to ``node_ids[i]``: Ray Train V2's ``ScalingConfig.label_selector``
+takes one selector per worker (ray/train/v2/api/config.py: a list must have
+``num_workers`` entries), and Train turns it into the ``bundle_label_selector`` of
+its placement group, bundle i on node i. So the admitted allocation, including
+several workers on one node (repeat the node id), is enforced by Ray exactly.
+
+Ray Train numbers ranks itself, grouping workers by node: worker i's bundle is on
+``node_ids[i]``, but its world rank follows Train's order. Nothing here relies
+on rank i being on node i.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import ray.train
+from ray.train import FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchConfig, TorchTrainer
+
+from cuberay.errors import JobFailedError, SpecError
+
+
+def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
+    """Import ``"pkg.module:func"`` and return the function."""
+    module_name, sep, attr = entrypoint.partition(":")
+    if not sep or not module_name or not attr:
+        raise SpecError(f"entrypoint {entrypoint!r} is not \"pkg.module:function\"; write e.g. "
+                        f"\"cuberay.examples.digits:train_func\"")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise SpecError(f"entrypoint {entrypoint!r}: cannot import {module_name!r} ({err}); "
+                        f"ship the code with the job's working_dir or install it") from err
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise SpecError(f"entrypoint {entrypoint!r}: {module_name} has no function {attr!r}")
+    return func
+
+
+def scaling_config(node_ids: list[str], resources_per_worker: dict[str, float],
+                   use_gpu: bool) -> ScalingConfig:
+    """One worker per entry of ``node_ids``, each pinned to that node by label."""
+    if not node_ids:
+        raise ValueError("run_train_function needs at least one node id (one per worker)")
+    return ScalingConfig(
+        num_workers=len(node_ids), use_gpu=use_gpu, resources_per_worker=dict(resources_per_worker),
+        label_selector=[{"ray.io/node-id": node_id} for node_id in node_ids],
+    )
+
+
+def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
+                       resources_per_worker: dict[str, float], use_gpu: bool, storage_path: str,
+                       name: str, max_failures: int = 0,
+                       deepspeed_config: dict | None = None) -> dict:
+    """Train ``entrypoint`` on one worker per node id; return metrics and checkpoint path.
+
+    Returns ``{"metrics": <rank 0's last report>, "checkpoint_path": str | None,
+    "path": <run directory>}``. A restarted run with the same ``name`` and
+    ``storage_path`` resumes from its last checkpoint. Raises JobFailedError when
+    training fails beyond ``max_failures`` restarts.
+    """
+    loop_config = dict(config)
+    if deepspeed_config is not None:
+        loop_config["deepspeed_config"] = deepspeed_config
+    trainer = TorchTrainer(
+        train_loop_per_worker=load_entrypoint(entrypoint),
+        train_loop_config=loop_config,
+        # gloo on CPU; NCCL when workers hold GPUs (Ray's own default, said explicitly).
+        torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
+        scaling_config=scaling_config(node_ids, resources_per_worker, use_gpu),
+        run_config=RunConfig(name=name, storage_path=storage_path,
+                             failure_config=FailureConfig(max_failures=max_failures)),
+    )
+    try:
+        result = trainer.fit()
+    except ray.train.TrainingFailedError as err:
+        raise JobFailedError(
+            f"training run {name!r} ({entrypoint}) failed after {max_failures} allowed "
+            f"restart(s): {err}; read the worker logs in the Ray dashboard (Train tab), "
+            f"or raise max_failures to retry from the last checkpoint") from err
+    return {
+        "metrics": dict(result.metrics or {}),
+        "checkpoint_path": result.checkpoint.path if result.checkpoint else None,
+        "path": result.path,
+    }

@@ -1,0 +1,41 @@
+"""Test tiers: unit (no Ray), integration (one real local Ray cluster), e2e (opt-in).
+
+Each test is marked with its tier from the folder it lives in, so
+``pytest -m "not integration"`` works, and a run over all of ``tests/`` runs
+the fast tier first. ``make test`` runs each tier in its own process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REPO_ROOT = TESTS.parent
+
+# Order of the tiers within one pytest run: cheapest first.
+TIER_ORDER = {"unit": 0, "integration": 1, "e2e": 2}
+
+
+def _tier(item: pytest.Item) -> str | None:
+    try:
+        rel = Path(str(item.path)).resolve().relative_to(TESTS)
+    except ValueError:
+        return None
+    return rel.parts[0] if len(rel.parts) > 1 else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = _tier(item)
+        if tier in ("integration", "e2e"):
+            item.add_marker(getattr(pytest.mark, tier))
+    # Stable sort: keeps file order inside a tier.
+    items.sort(key=lambda item: TIER_ORDER.get(_tier(item) or "", len(TIER_ORDER)))
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The repository root (where pyproject.toml and configs/ live)."""
+    return REPO_ROOT

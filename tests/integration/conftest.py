@@ -1,0 +1,163 @@
+"""Integration tier: one real, local, multi-node Ray cluster for the whole session.
+
+``ray_cluster`` starts it once (about 10 s on 2 cores) with
+``ray.cluster_utils.Cluster``; every node is a set of processes on this
+machine, with fake GPU counts, so placement across nodes is real:
+
+  head      CPU 4, GPU 0, memory 8 GiB, dashboard + Jobs API
+  worker 0  CPU 4, GPU 4, memory 32 GiB, accelerator A100
+  worker 1  CPU 4, GPU 4, memory 32 GiB, accelerator A100
+  worker 2  CPU 4, GPU 4, memory 32 GiB, accelerator V100
+
+(``memory`` is Ray's logical resource, fixed here so tests do not depend on
+the machine's RAM; accelerators follow Ray's convention: node label
+``ray.io/accelerator-type`` and resource ``accelerator_type:<model>``.)
+
+Like ``ray start --head`` in Ray 2.60, the cluster uses token authentication.
+The token is a random one in ``RAY_AUTH_TOKEN`` for the session, with
+``RAY_AUTH_MODE=token``, so this process, subprocesses it spawns (CLI runs,
+``ray job submit``), Ray workers and Ray Job drivers all carry it, and
+``JobSubmissionClient(ray_cluster.dashboard_url)`` works with no argument.
+
+Tests share the cluster: leave it as you found it (cancel jobs, remove
+placement groups, kill detached actors, use a fresh namespace or names).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+GiB = 2**30
+HEAD = {"num_cpus": 4, "num_gpus": 0, "memory": 8 * GiB}
+WORKER_ACCELERATORS = ("A100", "A100", "V100")
+WORKER = {"num_cpus": 4, "num_gpus": 4, "memory": 32 * GiB}
+START_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """Where the session's cluster is, and which node is which."""
+
+    address: str  # GCS address, for ray.init(address=...)
+    dashboard_url: str  # http://host:port, for JobSubmissionClient and the REST API
+    head_node_id: str
+    worker_node_ids: tuple[str, ...]  # in WORKER_ACCELERATORS order
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # node id -> labels
+    started_in_s: float = 0.0
+
+
+def _session_env() -> dict[str, str]:
+    path_dirs = [os.path.dirname(sys.executable), os.environ.get("PATH", "")]
+    pythonpath = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+    return {
+        # Ray 2.60's default for local clusters; a fresh token per session.
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(16),
+        # Job entrypoints such as `python -m cuberay.run` must find this venv's
+        # python, and drivers/workers must import this checkout of cuberay.
+        "PATH": os.pathsep.join(filter(None, path_dirs)),
+        "PYTHONPATH": os.pathsep.join(filter(None, pythonpath)),
+        "RAY_USAGE_STATS_ENABLED": "0",  # no network here
+    }
+
+
+def _reload_ray_auth_config() -> None:
+    # Ray reads RAY_AUTH_MODE into a process-wide config at import; a test
+    # module may have imported ray before this fixture set the variable.
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _wait_for_jobs_api(dashboard_url: str, deadline: float) -> None:
+    from ray.job_submission import JobSubmissionClient
+
+    while True:
+        try:
+            JobSubmissionClient(dashboard_url).list_jobs()
+            return
+        except Exception:  # noqa: BLE001 - the dashboard is still starting
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _describe() -> tuple[str, tuple[str, ...], dict[str, dict[str, str]]]:
+    import ray
+
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    labels = {n["NodeID"]: dict(n.get("Labels") or {}) for n in nodes}
+    head_node_id = next(n["NodeID"] for n in nodes if "node:__internal_head__" in n["Resources"])
+    workers = []
+    for model in WORKER_ACCELERATORS:
+        for node_id, node_labels in labels.items():
+            if node_id not in workers and node_id != head_node_id and node_labels.get("ray.io/accelerator-type") == model:
+                workers.append(node_id)
+                break
+    return head_node_id, tuple(workers), labels
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """One local Ray cluster (head + 3 GPU workers) shared by the whole session."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    started = time.monotonic()
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in _session_env().items():
+            mp.setenv(key, value)
+        _reload_ray_auth_config()
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster = Cluster(
+            initialize_head=True,
+            # Free ports for the dashboard and the head's job agent (None: Ray picks one),
+            # so a Ray already running on this machine (default 8265/52365) does not
+            # leave the Jobs API without an agent.
+            head_node_args={**HEAD, "include_dashboard": True, "dashboard_port": 0, "dashboard_agent_listen_port": None},
+        )
+        try:
+            for model in WORKER_ACCELERATORS:
+                cluster.add_node(
+                    **WORKER,
+                    labels={"ray.io/accelerator-type": model},
+                    resources={f"accelerator_type:{model}": 1},
+                    wait=False,
+                )
+            cluster.wait_for_nodes(timeout=START_TIMEOUT_S)
+            ray.init(address=cluster.address)
+            dashboard_url = f"http://{cluster.webui_url}"
+            _wait_for_jobs_api(dashboard_url, started + START_TIMEOUT_S)
+            head_node_id, workers, labels = _describe()
+            assert len(workers) == len(WORKER_ACCELERATORS), f"worker nodes missing: {labels}"
+            yield RayCluster(
+                address=cluster.address,
+                dashboard_url=dashboard_url,
+                head_node_id=head_node_id,
+                worker_node_ids=workers,
+                node_labels=labels,
+                started_in_s=round(time.monotonic() - started, 1),
+            )
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+        _reload_ray_auth_config()
+
+
+@pytest.fixture(scope="session")
+def job_client(ray_cluster: RayCluster):
+    """A Ray Jobs client for the session's cluster (token auth already set up)."""
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(ray_cluster.dashboard_url)
