@@ -5,7 +5,7 @@
 ``config["deepspeed_config"]`` is given. The data ships with scikit-learn, so it
 runs offline; 2 workers on 2 CPUs finish in seconds. Each epoch it reports
 ``epoch, loss, accuracy, world_size, node_ids`` (the Ray node id of every rank,
-gathered from the workers themselves) and, from rank 0, a checkpoint; a restarted
+gathered from the workers themselves) and ``engine`` (``ddp`` or ``deepspeed-zeroN``) and, from rank 0, a checkpoint; a restarted
 run (preemption, ``max_failures``) resumes after the last checkpointed epoch.
 
 Config keys: ``epochs`` (8), ``lr`` (0.05), ``batch_size`` (32), ``hidden`` (64),
@@ -122,6 +122,15 @@ def _deepspeed_step(model: nn.Module, lr: float, batch_size: int, ds_config: dic
     return engine, step
 
 
+def _stepper(base: nn.Module, config: dict[str, Any], lr: float, batch_size: int):
+    """(one optimisation step, its name): DeepSpeed ZeRO when configured, else DDP."""
+    if config.get("deepspeed_config"):
+        engine, step = _deepspeed_step(base, lr, batch_size, dict(config["deepspeed_config"]))
+        return step, f"deepspeed-zero{engine.zero_optimization_stage()}"
+    model = ray.train.torch.prepare_model(base)
+    return _ddp_step(model, torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)), "ddp"
+
+
 def train_func(config: dict[str, Any]) -> None:
     """Ray Train loop: train the MLP, report metrics and a checkpoint every epoch."""
     seed, lr = int(config.get("seed", 0)), float(config.get("lr", 0.05))
@@ -132,11 +141,7 @@ def train_func(config: dict[str, Any]) -> None:
     first_epoch = _restore(base)
     loader = ray.train.torch.prepare_data_loader(
         DataLoader(train_set, batch_size=batch_size, shuffle=True))
-    if config.get("deepspeed_config"):
-        model, step = _deepspeed_step(base, lr, batch_size, dict(config["deepspeed_config"]))
-    else:
-        model = ray.train.torch.prepare_model(base)
-        step = _ddp_step(model, torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9))
+    step, how = _stepper(base, config, lr, batch_size)
     node_ids = _node_ids()
     for epoch in range(first_epoch, epochs):
         if hasattr(loader.sampler, "set_epoch"):  # DistributedSampler: reshuffle each epoch
@@ -144,5 +149,5 @@ def train_func(config: dict[str, Any]) -> None:
         losses = [step(x, y) for x, y in loader]
         metrics = {"epoch": epoch, "loss": sum(losses) / len(losses),
                    "accuracy": _accuracy(base, test_set), "world_size": len(node_ids),
-                   "node_ids": node_ids}
+                   "node_ids": node_ids, "engine": how}
         _report(metrics, base, epoch)

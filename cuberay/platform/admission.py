@@ -108,8 +108,11 @@ class ClusterState:
         self.policy = policy or Policy()
         self.queue = JobQueue(self.band_of)
         self.running: dict[str, RunningJob] = {}
+        self.running_by_tenant: dict[str, dict[str, RunningJob]] = {}
         self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
         self.reservation: Reserve | None = None
+        self._fit_cache: dict[object, bool] = {}
+        self._fit_cache_version = -1
 
     def band_of(self, job: JobRequest) -> int:
         threshold = self.policy.las_threshold_gpu_s
@@ -130,9 +133,19 @@ class ClusterState:
                 return (f"tenant {job.tenant!r} max {name} is {_n(cap)}; job asks {job.workers} x {_n(per)} = "
                         f"{_n(asked)}. Lower workers or ask an admin to raise "
                         f"tenants.{job.tenant}.quota.max.{_user_name(name)}")
-        if place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True) is None:
+        if not self._could_ever_place(job):
             return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement)
         return None
+
+    def _could_ever_place(self, job: JobRequest) -> bool:
+        if self._fit_cache_version != self.ledger.version:
+            self._fit_cache.clear()
+            self._fit_cache_version = self.ledger.version
+        hit = self._fit_cache.get(job.shape)
+        if hit is None:
+            placed = place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True)
+            hit = self._fit_cache[job.shape] = placed is not None
+        return hit
 
     def submit(self, job: JobRequest) -> Reject | None:
         """Queue ``job``, or reject it at once with the reason if it can never run."""
@@ -164,6 +177,7 @@ class ClusterState:
         job = self.queue.remove(job_id)
         alloc = self.ledger.allocate(job.id, job.worker, node_ids)
         run = self.running[job.id] = RunningJob(job, alloc, now)
+        self.running_by_tenant.setdefault(job.tenant, {})[job.id] = run
         _add(self.usage.setdefault(job.tenant, {}), alloc.total, 1.0)
         if self.reservation and self.reservation.job_id == job_id:
             self.reservation = None
@@ -172,6 +186,7 @@ class ClusterState:
     def finish(self, job_id: str) -> RunningJob | None:
         run = self.running.pop(job_id, None)
         if run is not None:
+            self.running_by_tenant.get(run.job.tenant, {}).pop(job_id, None)
             alloc = self.ledger.release(job_id)
             if alloc is not None:
                 _add(self.usage.setdefault(run.job.tenant, {}), alloc.total, -1.0)
@@ -239,7 +254,10 @@ class _Cycle:
         self.decisions: list[Decision] = []
         self.waits: dict[str, str] = {}
         self.preempted: set[str] = set()
-        self.preemptions_left = self.p.max_preemptions_per_cycle
+        self.failed_shapes: set[object] = set()
+        self.preemption_attempts_left = self.p.max_preemptions_per_cycle
+        self.failed_preemptions: set[tuple] = set()
+        self._lowest: int | None = None
         res = state.reservation
         self.reservation = res if res and res.job_id in state.queue else None
         if state.reservation and not self.reservation:
@@ -301,13 +319,18 @@ class _Cycle:
             self.waits[job.id] = quota_reason
             return False
         is_holder = self.reservation is not None and self.reservation.job_id == job.id
-        nodes = self._place(job, honour_reservation=not is_holder)
+        # Same shape failed earlier in this cycle: nothing has been freed since, so skip the node scan.
+        nodes = None if (not is_holder and job.shape in self.failed_shapes) else \
+            self._place(job, honour_reservation=not is_holder)
         if nodes:
             self._admit(job, nodes, "admitted")
             return True
+        if not is_holder:
+            self.failed_shapes.add(job.shape)
         if self._try_preempt(job, is_holder):
+            self.failed_shapes.clear()  # victims may have freed more than the job took
             return True
-        self.waits[job.id] = self._capacity_reason(job)
+        self.waits[job.id] = self._capacity_reason(job) if self.explain else "waiting for capacity"
         self._maybe_reserve(job)
         return False
 
@@ -370,23 +393,15 @@ class _Cycle:
 
     # preemption
     def _try_preempt(self, job: JobRequest, is_holder: bool) -> bool:
-        if self.preemptions_left <= 0 or not (self.p.preempt or self.p.reclaim):
+        if self.preemption_attempts_left <= 0 or not (self.p.preempt or self.p.reclaim):
             return False
-        victims = self._victims(job)
-        if not victims:
+        memo = (job.tenant, job.shape, job.priority, self.s.band_of(job))
+        if memo in self.failed_preemptions:
             return False
-        chosen: list[RunningJob] = []
-        for run in victims:
-            self._release(run)
-            chosen.append(run)
-            nodes = self._place(job, honour_reservation=not is_holder)
-            if nodes:
-                break
-        else:
-            nodes = None
-        if not nodes:
-            for run in reversed(chosen):
-                self._restore(run)
+        self.preemption_attempts_left -= 1
+        chosen = self._release_until_fits(job, is_holder)
+        if not chosen:
+            self.failed_preemptions.add(memo)
             return False
         chosen = self._keep_needed(job, chosen, is_holder)
         nodes = self._place(job, honour_reservation=not is_holder)
@@ -394,9 +409,23 @@ class _Cycle:
         for run in chosen:
             self.preempted.add(run.job.id)
             self.decisions.append(Preempt(run.job.id, job.id, self._victim_reason(job, run)))
-        self.preemptions_left -= 1
         self._admit(job, nodes, f"admitted after preempting {len(chosen)} job(s)")
         return True
+
+    def _release_until_fits(self, job: JobRequest, is_holder: bool) -> list[RunningJob]:
+        """Release victims in order until the job fits; undo and return [] if it never does."""
+        contended = _contended(job)
+        chosen: list[RunningJob] = []
+        for run in self._victims(job, contended):
+            if run.job.tenant != job.tenant and not self._still_at_guarantee(run, contended):
+                continue  # usage moved while we released others
+            self._release(run)
+            chosen.append(run)
+            if self._place(job, honour_reservation=not is_holder):
+                return chosen
+        for run in reversed(chosen):
+            self._restore(run)
+        return []
 
     def _keep_needed(self, job: JobRequest, chosen: list[RunningJob], is_holder: bool) -> list[RunningJob]:
         """Give back victims the job turned out not to need (last chosen first)."""
@@ -419,24 +448,51 @@ class _Cycle:
         self.co._undo.append(("release", run.job.id))
         _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
 
-    def _victims(self, job: JobRequest) -> list[RunningJob]:
-        contended = _contended(job)
-        within_guarantee = self._within_guarantee(job, contended)
-        out = []
-        for run in self.s.running.values():
-            if run.job.id in self.preempted or run.job.id == job.id:
-                continue
-            if self._may_preempt(job, run, contended, within_guarantee):
-                out.append(run)
+    def _victims(self, job: JobRequest, contended: tuple[str, ...]) -> list[RunningJob]:
+        """Running jobs this job may preempt, cheapest to lose first; [] when they cannot free enough."""
+        within = self.p.reclaim and self._within_guarantee(job, contended)
+        can_outrank = self.p.preempt and (self.p.las_threshold_gpu_s is not None or job.priority > self._lowest_running())
+        if not within and not can_outrank:
+            return []
+        if within and not can_outrank and not self._reclaimable_enough(job, contended):
+            return []
+        out: list[RunningJob] = []
+        for tenant, runs in self.s.running_by_tenant.items():
+            if tenant == job.tenant:
+                if self.p.preempt:
+                    out.extend(r for r in runs.values() if self._outranks_now(job, r))
+            elif self._borrowing(tenant, contended):
+                out.extend(r for r in runs.values()
+                           if any(r.allocation.total.get(n, 0.0) > 0 for n in contended)
+                           and (within or (self.p.preempt and self._outranks_now(job, r))))
+        out = [r for r in out if r.job.id not in self.preempted]
         if not out:
             return []
         free = self.s.ledger.total_free
-        available = Resources(free) + _sum(r.allocation.total for r in out)
-        if not job.total <= available:
-            return []
+        for n in contended:
+            if free.get(n, 0.0) + sum(r.allocation.total.get(n, 0.0) for r in out) + _EPS < job.total.get(n, 0.0):
+                return []
         now = self.now
         out.sort(key=lambda r: (r.job.priority, -self._band_now(r), r.lost_work_at(now), -r.start_time))
         return out
+
+    def _lowest_running(self) -> int:
+        if self._lowest is None:
+            self._lowest = min((r.job.priority for r in self.s.running.values()), default=1 << 30)
+        return self._lowest
+
+    def _reclaimable_enough(self, job: JobRequest, contended: tuple[str, ...]) -> bool:
+        """Free capacity plus what borrowers hold above their guarantees covers the job (cheap bound)."""
+        free = self.s.ledger.total_free
+        for n in contended:
+            spare = free.get(n, 0.0)
+            for tenant, used in self.usage.items():
+                if tenant != job.tenant:
+                    quota = self.s.tenants.get(tenant)
+                    spare += max(0.0, used.get(n, 0.0) - (quota.guaranteed.get(n, 0.0) if quota else 0.0))
+            if spare + _EPS < job.total.get(n, 0.0):
+                return False
+        return True
 
     def _band_now(self, run: RunningJob) -> int:
         t = self.p.las_threshold_gpu_s
@@ -447,14 +503,13 @@ class _Cycle:
             return job.priority > run.job.priority
         return self.p.las_threshold_gpu_s is not None and self.s.band_of(job) < self._band_now(run)
 
-    def _may_preempt(self, job: JobRequest, run: RunningJob, contended: tuple[str, ...], within: bool) -> bool:
-        outranks = self.p.preempt and self._outranks(job, run) and \
-            self.now - run.start_time >= self.p.min_run_before_preempt_s
-        if run.job.tenant == job.tenant:
-            return outranks
-        if not self._still_at_guarantee(run, contended):
-            return False
-        return (self.p.reclaim and within) or outranks
+    def _outranks_now(self, job: JobRequest, run: RunningJob) -> bool:
+        return self._outranks(job, run) and self.now - run.start_time >= self.p.min_run_before_preempt_s
+
+    def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
+        quota = self.s.tenants.get(tenant)
+        used = self.usage.get(tenant, {})
+        return any(used.get(n, 0.0) > (quota.guaranteed.get(n, 0.0) if quota else 0.0) + _EPS for n in contended)
 
     def _within_guarantee(self, job: JobRequest, contended: tuple[str, ...]) -> bool:
         quota = self.s.tenants.get(job.tenant)
@@ -470,12 +525,10 @@ class _Cycle:
         used = self.usage.get(run.job.tenant, {})
         total = run.allocation.total
         for n in contended:
-            if total.get(n, 0.0) <= 0:
-                continue
-            g = quota.guaranteed.get(n, 0.0) if quota else 0.0
-            if used.get(n, 0.0) - total.get(n, 0.0) < g - _EPS:
+            amount = total.get(n, 0.0)
+            if amount > 0 and used.get(n, 0.0) - amount < (quota.guaranteed.get(n, 0.0) if quota else 0.0) - _EPS:
                 return False
-        return any(total.get(n, 0.0) > 0 for n in contended)
+        return True
 
     def _victim_reason(self, job: JobRequest, run: RunningJob) -> str:
         if run.job.tenant != job.tenant and not self._outranks(job, run):
@@ -485,10 +538,14 @@ class _Cycle:
         return f"preempted by {job.id}, which has had less service (least-attained-service order)"
 
 
-def schedule(state: ClusterState, now: float) -> Cycle:
-    """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged."""
+def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
+    """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged.
+
+    With ``explain`` off, waiting jobs get a short fixed reason (the simulator does not read them).
+    """
     cycle = _Cycle(state, now)
     cycle._quota_blocked = set()
+    cycle.explain = explain
     return cycle.run()
 
 

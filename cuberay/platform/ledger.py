@@ -32,14 +32,11 @@ class Allocation:
     job_id: str
     request: WorkerRequest
     slots: tuple[WorkerSlot, ...]
+    total: Resources = Resources()  # request x workers, filled in by the ledger
 
     @property
     def node_ids(self) -> list[str]:
         return [s.node_id for s in self.slots]
-
-    @property
-    def total(self) -> Resources:
-        return self.request.resources * len(self.slots)
 
 
 @dataclass(slots=True)
@@ -53,10 +50,10 @@ class NodeState:
     card_resource: str | None = None
     cards: list[float] = field(default_factory=list)
     alive: bool = True
+    full_cards: int = 0  # cards with nothing allocated; kept in step with ``cards``
 
-    @property
-    def full_cards(self) -> int:
-        return sum(1 for c in self.cards if c >= 1.0 - _EPS)
+    def recount(self) -> None:
+        self.full_cards = sum(1 for c in self.cards if c >= 1.0 - _EPS)
 
     def utilization(self, name: str) -> float:
         cap = self.capacity.get(name, 0.0)
@@ -89,6 +86,7 @@ class Ledger:
         self.allocations: dict[str, Allocation] = {}
         self.total_capacity: dict[str, float] = {}
         self.total_free: dict[str, float] = {}
+        self.version = 0  # bumped when the node set changes (for callers' caches)
 
     # -- nodes ---------------------------------------------------------------------
     def add_node(self, node_id: str, capacity: Mapping[str, float], labels: Mapping[str, str] | None = None) -> NodeState:
@@ -97,7 +95,9 @@ class Ledger:
             self.remove_node(node_id)
         cap = {k: float(v) for k, v in capacity.items() if v}
         card_resource, n_cards = _split_cards(cap)
-        node = NodeState(node_id, cap, dict(labels or {}), dict(cap), card_resource, [1.0] * n_cards)
+        node = NodeState(node_id, cap, dict(labels or {}), dict(cap), card_resource, [1.0] * n_cards,
+                         full_cards=n_cards)
+        self.version += 1
         node.labels.setdefault("ray.io/node-id", node_id)
         self.nodes[node_id] = node
         for k, v in cap.items():
@@ -117,6 +117,7 @@ class Ledger:
             self.total_capacity[k] -= v
             self.total_free[k] -= v
         del self.nodes[node_id]
+        self.version += 1
         return hit
 
     def alive_nodes(self) -> list[NodeState]:
@@ -127,6 +128,11 @@ class Ledger:
         """Take resources for one worker per entry of ``node_ids``; all or nothing."""
         if job_id in self.allocations:
             raise ValueError(f"job {job_id} already holds an allocation")
+        node_ids = list(node_ids)
+        missing = sorted({n for n in node_ids if n not in self.nodes})
+        if missing:  # checked first: a KeyError halfway would leave the workers taken so far allocated
+            raise ValueError(f"job {job_id} names nodes the ledger does not have: {', '.join(missing)}; "
+                             f"place the job again on the current nodes")
         slots: list[WorkerSlot] = []
         try:
             for node_id in node_ids:
@@ -135,7 +141,7 @@ class Ledger:
             for slot in slots:
                 self._give(slot, request)
             raise ValueError(f"job {job_id} does not fit on nodes {list(node_ids)}") from None
-        alloc = Allocation(job_id, request, tuple(slots))
+        alloc = Allocation(job_id, request, tuple(slots), request.resources * len(slots))
         self.allocations[job_id] = alloc
         return alloc
 
@@ -158,6 +164,8 @@ class Ledger:
                 node.cards[idx] -= amount
                 node.free[node.card_resource] -= amount  # type: ignore[index]
                 self.total_free[node.card_resource] -= amount  # type: ignore[index]
+            if slot.cards:
+                node.recount()
         self.allocations[alloc.job_id] = alloc
 
     def _sub(self, node: NodeState, res: Mapping[str, float], skip: str | None) -> None:
@@ -179,6 +187,7 @@ class Ledger:
                 raise _NoFit
             for idx, amount in cards:
                 node.cards[idx] -= amount
+            node.recount()
             node.free[node.card_resource] -= res[node.card_resource]
             self.total_free[node.card_resource] -= res[node.card_resource]
         elif any(name in res for name in CARD_RESOURCES):
@@ -196,6 +205,8 @@ class Ledger:
             node.cards[idx] += amount
             node.free[node.card_resource] += amount  # type: ignore[index]
             self.total_free[node.card_resource] += amount  # type: ignore[index]
+        if slot.cards:
+            node.recount()
 
     def check_invariants(self) -> None:
         """Raise AssertionError if any node, card or total is over-allocated (used by tests)."""
@@ -230,32 +241,48 @@ def workers_that_fit(node: NodeState, req: WorkerRequest, reserved: Mapping[str,
 
     ``reserved`` amounts (held for a blocked job) are not available.
     """
-    res = req.resources
-    free = node.capacity if empty else node.free
-    count = 1 << 30
-    card = node.card_resource
-    for k, v in res.items():
-        if v <= 0:
-            continue
-        if k == card:
-            continue
-        if k in CARD_RESOURCES:
-            return 0  # needs an accelerator this node does not have
-        avail = free.get(k, 0.0) - (reserved.get(k, 0.0) if reserved else 0.0)
-        n = int((avail + _EPS) / v)
-        if n < count:
-            count = n
-            if count <= 0:
+    return FitCounter(req, empty)(node, reserved)
+
+
+class FitCounter:
+    """``workers_that_fit`` for one request over many nodes, with the request's terms prepared once.
+
+    This is the scheduler's innermost loop (every candidate job against every node).
+    """
+
+    __slots__ = ("items", "card", "need", "empty")
+
+    def __init__(self, req: WorkerRequest, empty: bool = False) -> None:
+        self.card = req.card_resource
+        self.need = req.resources.get(self.card, 0.0) if self.card else 0.0
+        self.items = [(k, v) for k, v in req.resources.items() if v > 0 and k != self.card]
+        self.empty = empty
+
+    def __call__(self, node: NodeState, reserved: Mapping[str, float] | None = None) -> int:
+        free = node.capacity if self.empty else node.free
+        count = 1 << 30
+        for k, v in self.items:
+            avail = free.get(k, 0.0)
+            if reserved:
+                avail -= reserved.get(k, 0.0)
+            n = int((avail + _EPS) / v)
+            if n < count:
+                count = n
+                if count <= 0:
+                    return 0
+        need = self.need
+        if need > 0:
+            if node.card_resource != self.card:
                 return 0
-    if card and res.get(card, 0.0) > 0:
-        need = res[card]
-        cards = [1.0] * len(node.cards) if empty else node.cards
-        held = reserved.get(card, 0.0) if reserved else 0.0
-        if need >= 1.0 - _EPS:
-            whole = sum(1 for c in cards if c >= 1.0 - _EPS) - int(held + 1 - _EPS)
-            n = int(whole / round(need)) if whole > 0 else 0
-        else:
-            shares = sorted(cards, reverse=True)[int(held + 1 - _EPS):] if held > 0 else cards
-            n = sum(int((c + _EPS) / need) for c in shares)
-        count = min(count, n)
-    return max(count, 0)
+            held = reserved.get(self.card, 0.0) if reserved else 0.0
+            skip = int(held + 1 - _EPS) if held > 0 else 0
+            if need >= 1.0 - _EPS:
+                whole = (len(node.cards) if self.empty else node.full_cards) - skip
+                n = whole // int(round(need)) if whole > 0 else 0
+            else:
+                cards = [1.0] * len(node.cards) if self.empty else node.cards
+                shares = sorted(cards, reverse=True)[skip:] if skip else cards
+                n = sum(int((c + _EPS) / need) for c in shares)
+            if n < count:
+                count = n
+        return max(count, 0)

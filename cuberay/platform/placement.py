@@ -18,7 +18,7 @@ import heapq
 from enum import Enum
 from typing import Iterable, Mapping, Sequence
 
-from cuberay.platform.ledger import NodeState, workers_that_fit
+from cuberay.platform.ledger import FitCounter, NodeState, workers_that_fit
 from cuberay.platform.resources import CPU, MEMORY, WorkerRequest
 
 LABEL_RDMA_DOMAIN = "cuberay.io/rdma-domain"
@@ -68,14 +68,17 @@ def place(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: Pl
     """
     policy = Placement(policy).resolve(req)
     selector = req.node_selector()
+    counter = FitCounter(req, empty)
     fits: list[tuple[NodeState, int]] = []
+    room = 0
     for node in nodes:
         if not node.alive or (selector and not node.matches(selector)):
             continue
-        k = workers_that_fit(node, req, reserved.get(node.id) if reserved else None, empty)
+        k = counter(node, reserved.get(node.id) if reserved else None)
         if k > 0:
             fits.append((node, k))
-    if sum(k for _, k in fits) < count:
+            room += k
+    if room < count:
         return None
     keys = score_key(req)
     if req.rdma_fabric and policy is Placement.PACK:
@@ -104,11 +107,15 @@ def _pack(fits, req, count, keys, empty) -> list[str] | None:
     # Fewest nodes: take the nodes that hold the most workers first, busiest first on ties.
     ranked = sorted(fits, key=lambda nk: (-nk[1], -_util(nk[0], keys, empty), nk[0].id))
     out: list[str] = []
-    for node, k in ranked:
-        take = min(k, count - len(out))
-        out.extend([node.id] * take)
-        if len(out) == count:
-            return out
+    for i, (node, k) in enumerate(ranked):
+        need = count - len(out)
+        if k >= need:
+            # The last node: the busiest one left that holds the rest (best fit on ties), so that
+            # emptier nodes stay whole for big gangs; the node count stays the same.
+            last = max((nk for nk in ranked[i:] if nk[1] >= need),
+                       key=lambda nk: (_util(nk[0], keys, empty), -nk[1]))
+            return out + [last[0].id] * need
+        out.extend([node.id] * k)
     return None
 
 

@@ -227,6 +227,16 @@ class Resources(Mapping[str, float]):
     def get(self, key: str, default: float = 0.0) -> float:  # type: ignore[override]
         return self._amounts.get(key, default)
 
+    # Plain dict views: the scheduler iterates vectors in its hot loop.
+    def items(self):  # type: ignore[override]
+        return self._amounts.items()
+
+    def keys(self):  # type: ignore[override]
+        return self._amounts.keys()
+
+    def values(self):  # type: ignore[override]
+        return self._amounts.values()
+
     def __hash__(self) -> int:
         if self._hash is None:
             self._hash = hash(frozenset(self._amounts.items()))

@@ -290,7 +290,7 @@ class _Sim:
 
     def _cycle(self) -> None:
         t0 = _time.perf_counter()
-        cycle = schedule(self.state, self.now)
+        cycle = schedule(self.state, self.now, explain=False)
         self.sched_time += _time.perf_counter() - t0
         self.cycles += 1
         self.decisions += len(cycle.decisions)

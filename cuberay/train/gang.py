@@ -34,16 +34,21 @@ from cuberay.train.env import JobIdentity, compose_env, worker_env
 
 EXIT_TIMEOUT = 124  # what coreutils' `timeout` returns; CubeStudio users know it
 EXIT_WORKER_LOST = 1  # an actor died under its command (node lost, OOM-killed)
+EXIT_CANNOT_START = 126  # bash's "cannot execute": e.g. the working_dir is missing on a node
 POLL_S = 0.5  # how long one poll waits for output; bounds the latency of a stop
 PROGRESS_S = 10.0  # how often the driver says it is still waiting for the reservation
 KILL_GRACE_S = 3.0  # SIGTERM first so trainers can flush, then SIGKILL
 
 # Runs beside each command in its own session. It blocks on a pipe from the actor;
-# when the actor process dies (ray.kill, driver gone, node lost), the pipe closes
-# and it kills the command's process group, so no user process outlives its actor
-# and holds GPUs after a job is cancelled or preempted.
+# when the actor process dies (ray.kill, driver gone, node lost, OOM kill), the pipe
+# closes and it kills the command's process group, so no user process outlives its
+# actor and holds GPUs after a job is cancelled or preempted. It forks away first:
+# a Ray worker kills its *direct* children when it exits (not their children), which
+# would take the watchdog but leave the command's grandchildren running.
 _WATCHDOG = (
     "import os, signal, sys\n"
+    "if os.fork():\n"
+    "    os._exit(0)\n"
     "sys.stdin.read()\n"
     "try:\n"
     "    os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
@@ -62,10 +67,12 @@ class CommandProcess:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
             start_new_session=True,
         )
-        self._watchdog = subprocess.Popen(
+        watchdog = subprocess.Popen(
             [sys.executable, "-c", _WATCHDOG, str(self._popen.pid)],
             stdin=subprocess.PIPE, start_new_session=True,
         )
+        watchdog.wait()  # the forked-away watchdog holds the pipe's read end from here
+        self._watchdog_pipe = watchdog.stdin
         self._lines: queue.Queue[object] = queue.Queue()
         self._eof = False
         threading.Thread(target=self._read, daemon=True).start()
@@ -115,13 +122,9 @@ class CommandProcess:
         self._release_watchdog()
 
     def _release_watchdog(self) -> None:
-        # Closing its stdin makes it kill any background leftovers of the group, then exit.
-        if self._watchdog.stdin and not self._watchdog.stdin.closed:
-            self._watchdog.stdin.close()
-        try:
-            self._watchdog.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._watchdog.kill()
+        # Closing the pipe makes it kill any background leftovers of the group, then exit.
+        if self._watchdog_pipe is not None and not self._watchdog_pipe.closed:
+            self._watchdog_pipe.close()
 
 
 def _shell_code(returncode: int) -> int:
@@ -162,13 +165,16 @@ class GangWorker:
 
 def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, float],
                      env: dict[str, str], job: JobIdentity, working_dir: str | None = None,
-                     timeout_s: float | None = None, out: IO[str] = sys.stdout) -> int:
+                     timeout_s: float | None = None, out: IO[str] | None = None) -> int:
     """Run ``command`` on one worker per node of ``node_ids``; return the gang's exit code.
 
     0 when every worker exits 0; the first non-zero exit code otherwise (the
-    others are killed); 124 on timeout (reservation included); 1 if a worker's
-    actor dies. The placement group is always removed.
+    others are killed); 124 on timeout (reservation included); 126 if a worker
+    cannot start the command; 1 if a worker's actor dies. The placement group is
+    always removed. Output goes to ``out`` (default: ``sys.stdout`` at call time,
+    which is the Ray Job log when this runs in a job driver).
     """
+    out = sys.stdout if out is None else out
     if not node_ids:
         raise ValueError("run_command_gang needs at least one node id (one per worker)")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -180,7 +186,12 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
                         f"the reservation; giving up")
         workers = [_spawn(pg, i, bundle) for i in range(len(node_ids))]
         envs = _worker_envs(workers, bundle, job)
-        ray.get([w.start.remote(command, e, dict(env), working_dir) for w, e in zip(workers, envs)])
+        try:
+            ray.get([w.start.remote(command, e, dict(env), working_dir)
+                     for w, e in zip(workers, envs)])
+        except ray.exceptions.RayTaskError as err:
+            return _say(out, EXIT_CANNOT_START, f"gang: a worker could not start the command: "
+                        f"{err.cause!r}; check working_dir {working_dir!r} exists on every node")
         _say(out, 0, f"gang: started {len(workers)} workers, MASTER={envs[0]['MASTER_ADDR']}:"
              f"{envs[0]['MASTER_PORT']}")
         return _stream(workers, deadline, out)

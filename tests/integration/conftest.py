@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ class RayCluster:
     head_node_id: str
     worker_node_ids: tuple[str, ...]  # in WORKER_ACCELERATORS order
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # node id -> labels
+    temp_dir: str = ""  # the session's Ray temp dir: logs are under session_latest/logs
     started_in_s: float = 0.0
 
 
@@ -111,6 +113,7 @@ def _describe() -> tuple[str, tuple[str, ...], dict[str, dict[str, str]]]:
 def ray_cluster() -> Iterator[RayCluster]:
     """One local Ray cluster (head + 3 GPU workers) shared by the whole session."""
     import ray
+    from ray._private.utils import write_ray_address
     from ray.cluster_utils import Cluster
 
     started = time.monotonic()
@@ -120,13 +123,24 @@ def ray_cluster() -> Iterator[RayCluster]:
         _reload_ray_auth_config()
         if ray.is_initialized():
             ray.shutdown()
+        # A temp dir of its own: Ray's job supervisor gives each job driver the
+        # address found in <temp_dir>/ray_current_cluster, which in the shared
+        # /tmp/ray is overwritten by any other Ray started on this machine.
+        temp_dir = tempfile.mkdtemp(prefix="cuberay-ray-")
         cluster = Cluster(
             initialize_head=True,
-            # Free ports for the dashboard and the head's job agent (None: Ray picks one),
-            # so a Ray already running on this machine (default 8265/52365) does not
-            # leave the Jobs API without an agent.
-            head_node_args={**HEAD, "include_dashboard": True, "dashboard_port": 0, "dashboard_agent_listen_port": None},
+            head_node_args={
+                **HEAD,
+                "temp_dir": temp_dir,
+                # Free ports for the dashboard and the head's job agent (None: Ray
+                # picks one), so a Ray already running here on the default
+                # 8265/52365 does not leave the Jobs API without an agent.
+                "include_dashboard": True,
+                "dashboard_port": 0,
+                "dashboard_agent_listen_port": None,
+            },
         )
+        write_ray_address(cluster.address, temp_dir)
         try:
             for model in WORKER_ACCELERATORS:
                 cluster.add_node(
@@ -147,6 +161,7 @@ def ray_cluster() -> Iterator[RayCluster]:
                 head_node_id=head_node_id,
                 worker_node_ids=workers,
                 node_labels=labels,
+                temp_dir=temp_dir,
                 started_in_s=round(time.monotonic() - started, 1),
             )
         finally:
@@ -161,3 +176,82 @@ def job_client(ray_cluster: RayCluster):
     from ray.job_submission import JobSubmissionClient
 
     return JobSubmissionClient(ray_cluster.dashboard_url)
+
+
+# ---------------------------------------------------------------- the cuberay platform (controller)
+
+PLATFORM_USER = "tester"
+
+
+def platform_test_spec(storage: Path) -> dict:
+    """Tenants a and b (guaranteed 4 GPUs, max 8 each) and c (guaranteed 4 GPUs) with CPU quotas.
+
+    The three guarantees add up to the cluster's 12 GPUs, so any tenant above
+    its guarantee borrows from another's idle share.
+    """
+    def tenant(name: str, max_gpu: str | None) -> dict:
+        quota = {"guaranteed": {"cpu": "4", "gpu": "4"}}
+        if max_gpu is not None:
+            quota["max"] = {"cpu": "16", "gpu": max_gpu}
+        return {"name": name, "members": [PLATFORM_USER], "admins": ["admin"], "quota": quota}
+
+    return {
+        "apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "test"},
+        "spec": {
+            "storage": str(storage),
+            "database": f"sqlite:///{storage / 'cuberay.db'}",
+            "scheduler": {"cycle_interval_s": 0.5, "max_drivers": 8},
+            "tenants": [tenant("a", "8"), tenant("b", "8"), tenant("c", "4")],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class PlatformUnderTest:
+    """A running controller on the session cluster, with its own database."""
+
+    controller: object  # the actor handle
+    spec: dict
+    storage: Path
+    user: str = PLATFORM_USER
+
+
+@pytest.fixture
+def platform(ray_cluster: RayCluster, tmp_path: Path, job_client) -> Iterator[PlatformUnderTest]:
+    """A fresh cuberay controller (fresh SQLite db in tmp) on the shared cluster; removed afterwards.
+
+    Afterwards every job still waiting or running is cancelled and its Ray Job
+    awaited, so the next test finds the cluster empty.
+    """
+    from cuberay.platform import client
+
+    spec = platform_test_spec(tmp_path / "cuberay")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUBERAY_USER", PLATFORM_USER)
+        handle = client.install(spec, address=ray_cluster.address, replace=True)
+        try:
+            yield PlatformUnderTest(handle, spec, tmp_path / "cuberay")
+        finally:
+            _empty_platform(client, job_client)
+
+
+def _empty_platform(client, job_client) -> None:
+    from cuberay.platform.states import JobState
+
+    active = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING]
+    sids = set()
+    try:
+        for record in client.list_jobs(states=active):
+            client.cancel(record.id)
+        sids = {r.submission_id for r in client.list_jobs() if r.submission_id}
+    finally:
+        client.uninstall()
+    deadline = time.monotonic() + 60
+    for sid in sids:
+        while time.monotonic() < deadline:
+            try:
+                if job_client.get_job_status(sid).is_terminal():
+                    break
+            except RuntimeError:  # unknown to Ray (never started)
+                break
+            time.sleep(0.2)

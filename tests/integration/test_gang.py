@@ -122,10 +122,14 @@ def test_timeout_kills_the_gang_and_returns_124(ray_cluster, tmp_path: Path) -> 
 
 
 def test_a_killed_worker_actor_takes_its_command_with_it(ray_cluster, tmp_path: Path) -> None:
-    """Cancel/preemption kills actors, not commands: the watchdog must kill the command."""
+    """Cancel/preemption kills actors, not commands: the watchdog must kill the command's tree.
+
+    Ray itself kills a dead worker's direct children only; the sleep here is a grandchild
+    (bash -> sleep), as a trainer started by a launcher script would be.
+    """
     pid_file = tmp_path / "pid"
     worker = GangWorker.options(num_cpus=0).remote()
-    ray.get(worker.start.remote(f"echo $$ > {pid_file}; exec sleep 300", {}, {}, None))
+    ray.get(worker.start.remote(f"sleep 300 & echo $! > {pid_file}; wait", {}, {}, None))
     wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", what="the pid file")
     pid = int(pid_file.read_text())
     assert running(pid)
@@ -143,6 +147,14 @@ def test_a_gang_that_cannot_be_reserved_times_out_and_releases(ray_cluster) -> N
     assert re.search(r"timed out after 2s waiting for the reservation", out.getvalue())
     (pg,) = new_placement_groups(before)
     assert pg["state"] == "REMOVED"
+
+
+def test_a_missing_working_dir_is_reported_not_raised(ray_cluster, tmp_path: Path) -> None:
+    out = io.StringIO()
+    code = run_command_gang("true", node_ids=[ray_cluster.worker_node_ids[0]], bundle=CPU1,
+                            env={}, job=JOB, out=out, working_dir=str(tmp_path / "missing"))
+    assert code == 126
+    assert "could not start" in out.getvalue() and "missing" in out.getvalue()
 
 
 def test_no_nodes_is_refused() -> None:

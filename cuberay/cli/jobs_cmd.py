@@ -1,0 +1,213 @@
+"""Job commands: ``submit``, ``run``, ``queue``, ``status``, ``logs``, ``cancel``, ``history export``.
+
+Shaped like ``ray job``: submit prints the job id and a "Next steps" block,
+``--wait`` follows the job and exits 1 only if it FAILED (a CANCELLED job
+exits 0, as a STOPPED Ray Job does). Every command reads the platform through
+``cuberay.platform.client``; the caller is ``CUBERAY_USER`` or the login name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cuberay.cli import app
+from cuberay.cli import progress, views
+from cuberay.cli.output import Format, emit, error_console
+from cuberay.errors import AdmissionError, JobFailedError, NotFoundError, SpecError
+from cuberay.platform import client
+from cuberay.platform.states import JobState
+from cuberay.platform.store import JobRecord
+
+OUTPUT_HELP = "table | json | yaml (json/yaml: the API's records, nothing else on stdout)."
+PLATFORM_ENV = "CUBERAY_PLATFORM"
+DEFAULT_PLATFORM = Path("configs/platform.yaml")
+
+
+def _output() -> Format:
+    return typer.Option(Format.table, "--output", "-o", "--format", help=OUTPUT_HELP)
+
+
+def _tenant() -> Optional[str]:
+    return typer.Option(None, "--tenant", "-t", help="Tenant to submit to (default: the spec's, else your only one).")
+
+
+@app.command()
+def submit(
+    file: Path = typer.Argument(..., metavar="FILE", help="Job spec (YAML): TrainJob, TuneJob, ServeApp or Task."),
+    wait: bool = typer.Option(False, "--wait", "-w",
+                              help="Follow the job until it ends; exit 1 if it FAILED, 0 if it SUCCEEDED or was "
+                                   "CANCELLED."),
+    tenant: Optional[str] = _tenant(),
+    output: Format = _output(),
+) -> None:
+    """Queue the job in FILE and print its id. Exit 2 on a spec error, 3 if admission refuses it."""
+    ref = client.submit(str(file), tenant, user=client.current_user())
+    err = error_console()
+    if output == Format.table:
+        print(f"Job '{ref.id}' submitted")
+        err.print(next_steps(ref.id, ref.tenant), highlight=False)
+    if not wait:
+        if output != Format.table:
+            emit(client.status(ref.id), output)
+        return
+    record = progress.watch(ref.id, err)
+    if output != Format.table:
+        emit(record, output)
+    else:
+        print(f"Job '{ref.id}' {JobState(record.state).value.lower()}")
+    raise_for_end(record)
+
+
+def next_steps(job_id: str, tenant: str) -> str:
+    """The block ``ray job submit`` prints, with cuberay's commands."""
+    rule = "-" * 40
+    return (f"{rule}\nNext steps\n{rule}\n"
+            f"  Query the status of the job:\n    cuberay status {job_id}\n"
+            f"  Follow its logs:\n    cuberay logs {job_id} -f\n"
+            f"  See where it is in the queue:\n    cuberay queue --tenant {tenant}\n"
+            f"  Cancel it:\n    cuberay cancel {job_id}")
+
+
+def raise_for_end(record: JobRecord) -> None:
+    """Map a terminal record to the exit code: FAILED -> 1, REJECTED -> 3, else 0."""
+    state = JobState(record.state)
+    if state == JobState.FAILED:
+        raise JobFailedError(f"job {record.id!r} FAILED: {record.message or 'no message'}; "
+                             f"read its log with `cuberay logs {record.id}`")
+    if state == JobState.REJECTED:
+        raise AdmissionError(f"job {record.id!r} was REJECTED: {record.reason or record.message or 'no reason'}")
+
+
+@app.command()
+def run(
+    file: Path = typer.Argument(..., metavar="FILE", help="Job spec (YAML) to run in this process."),
+    tenant: Optional[str] = _tenant(),
+) -> None:
+    """Be the job's driver: register FILE, wait in the queue, then run it here.
+
+    For `ray job submit -- cuberay run job.yaml`: the Ray Job is the driver; it
+    prints its queue position and why it waits until admitted, then runs with
+    the allocation the controller chose. Exit 1 if the job FAILED.
+    """
+    def on_wait(entry: client.QueueEntry | None, record: JobRecord) -> None:
+        # Plain lines: a Ray Job's log is a file, not a terminal.
+        print(f"{record.id}: {progress.waiting_line(record, entry)}", flush=True)
+
+    record = client.run(str(file), tenant, user=client.current_user(), on_wait=on_wait)
+    print(f"Job '{record.id}' {JobState(record.state).value.lower()}", flush=True)
+    raise_for_end(record)
+
+
+@app.command()
+def queue(
+    tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant."),
+    output: Format = _output(),
+) -> None:
+    """Running and waiting jobs per tenant, with each waiting job's position and reason."""
+    entries = client.queue(tenant)
+    if output != Format.table:
+        emit(views.plain(entries), output)
+        return
+    if not entries:
+        error_console().print("no running or waiting jobs" + (f" in tenant {tenant}" if tenant else ""))
+        return
+    emit(views.queue_rows(entries), output, columns=views.QUEUE_COLUMNS)
+
+
+@app.command()
+def status(
+    job: str = typer.Argument(..., metavar="JOB", help="Job id (or a unique job name)."),
+    output: Format = _output(),
+) -> None:
+    """A job's state, reason and message. Exit 4 if there is no such job."""
+    record = client.status(job)
+    if output != Format.table:
+        emit(record, output)
+        return
+    emit(views.job_detail(record), output, columns=("field", "value"))
+
+
+@app.command()
+def logs(
+    job: str = typer.Argument(..., metavar="JOB", help="Job id (or a unique job name)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
+) -> None:
+    """The job's driver log (its Ray Job's log)."""
+    for chunk in client.logs(job, follow=follow):
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+
+
+@app.command()
+def cancel(
+    job: str = typer.Argument(..., metavar="JOB", help="Job id (or a unique job name)."),
+    output: Format = _output(),
+) -> None:
+    """Cancel a waiting or running job (its resources are freed). Exit 4 if there is no such job."""
+    record = client.cancel(job)
+    if output != Format.table:
+        emit(record, output)
+        return
+    print(f"Job '{record.id}' {JobState(record.state).value.lower()}")
+
+
+history_app = typer.Typer(help="The platform's finished jobs, read from its database (no controller needed).",
+                          no_args_is_help=True)
+app.add_typer(history_app, name="history")
+
+
+@history_app.command("export")
+def history_export(
+    out: str = typer.Option("-", "--output", "-o", metavar="FILE",
+                            help="CSV file to write (default: stdout)."),
+    platform: Optional[Path] = typer.Option(
+        None, "--platform", "-p", metavar="FILE",
+        help=f"Platform file whose database to read (default: ${PLATFORM_ENV}, else {DEFAULT_PLATFORM})."),
+) -> None:
+    """Write finished jobs as a trace in the simulator's generic CSV format (replay with `cuberay sim`)."""
+    from cuberay.platform.history import export_trace
+    from cuberay.platform.specs import load_platform
+    from cuberay.platform.store import Store
+
+    url = _database_url(load_platform(platform_file(platform)))
+    with Store(url) as store:
+        records = store.finished_jobs()
+    if out == "-":
+        count = export_trace(records, sys.stdout)
+    else:
+        try:
+            with open(out, "w", encoding="utf-8", newline="") as handle:
+                count = export_trace(records, handle)
+        except OSError as exc:
+            raise SpecError(f"cannot write {out}: {exc.strerror}; pick a writable path") from None
+    error_console().print(f"exported {count} finished job(s)" + ("" if out == "-" else f" to {out}"),
+                          highlight=False)
+
+
+def platform_file(given: Path | None) -> Path:
+    """--platform, else $CUBERAY_PLATFORM, else ./configs/platform.yaml (SpecError if none exists)."""
+    path = given or Path(os.environ.get(PLATFORM_ENV) or DEFAULT_PLATFORM)
+    if not path.is_file():
+        raise SpecError(f"platform file {str(path)!r} does not exist; pass --platform FILE "
+                        f"or set {PLATFORM_ENV}")
+    return path
+
+
+def _database_url(plat) -> str:
+    """The platform's database URL; a SQLite file that is not there means the platform never ran."""
+    from sqlalchemy.engine import make_url
+
+    url = plat.database_url()
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+        db = Path(parsed.database).expanduser()
+        if not db.is_file():
+            raise NotFoundError(f"no platform database at {db}: the platform has not run with this "
+                                f"platform file yet; run `cuberay up` first or pass the right --platform")
+        url = f"sqlite:///{db}"
+    return url

@@ -1,0 +1,174 @@
+"""``cuberay sim``: replay a job trace through the real admission code and compare policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import typer
+
+from cuberay.cli import app
+from cuberay.cli.output import Format, emit, error_console
+from cuberay.errors import SpecError
+from cuberay.platform.resources import parse_cpu, parse_memory
+from cuberay.platform.scheduling import POLICIES, TenantQuota
+from cuberay.platform.sim import NodeSpec, Report, TraceJob, simulate, uniform_cluster
+from cuberay.platform.sim_inputs import (TraceFormat, load_trace, platform_policy, platform_quotas, seconds,
+                                         unknown_tenants)
+from cuberay.platform.specs import Platform, load_platform
+
+_HOURS = 3600.0
+
+# Table rows: (label, value of a report as text). One column per policy, so runs compare side by side.
+_METRICS: list[tuple[str, Any]] = [
+    ("jobs", lambda r: f"{r.jobs:,}"),
+    ("finished", lambda r: f"{r.finished:,}"),
+    ("rejected", lambda r: f"{r.rejected:,}"),
+    ("avg JCT (h)", lambda r: f"{r.avg_jct_s / _HOURS:.2f}"),
+    ("p50 JCT (h)", lambda r: f"{r.p50_jct_s / _HOURS:.2f}"),
+    ("p99 JCT (h)", lambda r: f"{r.p99_jct_s / _HOURS:.1f}"),
+    ("avg wait (h)", lambda r: f"{r.avg_wait_s / _HOURS:.2f}"),
+    ("max wait, jobs >= 16 GPUs (h)", lambda r: f"{r.max_wait_s_large / _HOURS:.1f}"),
+    ("makespan (h)", lambda r: f"{r.makespan_s / _HOURS:.1f}"),
+    ("GPU utilisation while jobs wait", lambda r: f"{100 * r.gpu_utilization:.1f}%"),
+    ("goodput", lambda r: f"{100 * r.goodput:.2f}%"),
+    ("preemptions", lambda r: f"{r.preemptions:,}"),
+    ("decisions/s", lambda r: f"{r.decisions_per_s:,.0f}"),
+    ("wall (s)", lambda r: f"{r.wall_s:.1f}"),
+]
+_UNTIL_METRICS: list[tuple[str, Any]] = [
+    ("queued at T", lambda r: f"{r.queued_at_end:,}"),
+    ("running at T", lambda r: f"{r.running_at_end:,}"),
+    ("GPUs allocated at T", lambda r: f"{100 * r.gpu_allocated_fraction:.1f}%"),
+]
+
+
+def table_rows(reports: Sequence[Report], until: bool = False) -> list[dict[str, str]]:
+    """One row per metric, one column per policy run (times in hours, fractions in percent)."""
+    metrics = _METRICS + (_UNTIL_METRICS if until else [])
+    return [{"metric": label, **{r.policy: value(r) for r in reports}} for label, value in metrics]
+
+
+@app.command("sim")
+def sim(
+    trace: Path = typer.Argument(..., metavar="TRACE", help="Trace CSV: Philly (timestamp,duration,num_gpus,"
+                                 "gpu_time,cluster) or generic (submit_time,duration,gpus[,cpus,memory,workers,"
+                                 "tenant,priority]; gpus per worker, may be fractional)."),
+    fmt: Optional[TraceFormat] = typer.Option(None, "--format", help="philly | generic (default: from the header)."),
+    start: Optional[str] = typer.Option(None, "--start", help="First submission to replay: a date (2017-10-01, "
+                                        "Philly) or seconds/duration from the trace start (3600, 7d)."),
+    end: Optional[str] = typer.Option(None, "--end", help="Replay submissions before this: a date (a bare date "
+                                      "includes that day) or seconds/duration from the trace start."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="T", help="Stop at simulated time T (seconds or "
+                                        "36h, 2d, from the first submission) and report the state then."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", min=1, help="Identical nodes (with --gpus-per-node)."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=0, help="GPUs per node with --nodes."),
+    cpus_per_node: Optional[str] = typer.Option(None, "--cpus-per-node", help="CPUs per node (default 8 per GPU)."),
+    memory_per_node: Optional[str] = typer.Option(None, "--memory-per-node",
+                                                  help="Memory per node, e.g. 512Gi (default 64Gi per GPU)."),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", metavar="FILE", help="Heterogeneous nodes: a YAML "
+                                           "file with nodes: [{name, count, resources, labels}] or a platform "
+                                           "file (its node_pools)."),
+    platform: Optional[Path] = typer.Option(None, "--platform", metavar="FILE", help="Tenant quotas (and, "
+                                            "without --nodes/--cluster, node pools and scheduler settings) from "
+                                            "a platform file; default: guarantees proportional to GPU-time."),
+    policies: list[str] = typer.Option(["cuberay"], "--policy", help=f"Repeatable: {' | '.join(POLICIES)}; "
+                                       f"each runs on the same trace and prints one row."),
+    checkpoint_interval: str = typer.Option("30m", "--checkpoint-interval", help="A preempted job keeps progress "
+                                            "up to its last checkpoint (0: none kept)."),
+    restart_cost: str = typer.Option("60s", "--restart-cost", help="Allocated, useless time when a preempted "
+                                     "job starts again."),
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png", help="Write JCT CDF, GPU allocation "
+                                        "and queue length plots (needs matplotlib)."),
+    output: Format = typer.Option(Format.table, "--output", "-o", help="table | json | yaml."),
+) -> None:
+    """Replay TRACE on a simulated cluster with the real admission code; one row per policy."""
+    names = _policy_names(policies)
+    ckpt, restart = seconds(checkpoint_interval, "--checkpoint-interval"), seconds(restart_cost, "--restart-cost")
+    stop = None if until is None else seconds(until, "--until")
+    plat = load_platform(platform) if platform else None
+    err = error_console()
+    with err.status(f"loading {trace} ..."):
+        jobs = load_trace(trace, fmt, start, end)
+        nodes_ = _cluster(nodes, gpus_per_node, cpus_per_node, memory_per_node, cluster, plat)
+    if not jobs:
+        raise SpecError(f"no jobs submitted in the window (--start {start}, --end {end}); widen it",
+                        file=str(trace))
+    quotas = platform_quotas(plat) if plat else None
+    _warn_unknown(jobs, quotas)
+    err.print(f"{len(jobs):,} jobs from {trace}; {_nodes_text(nodes_)}", highlight=False)
+    reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop) for name in names]
+    if plot is not None:
+        from cuberay.platform.sim_plot import plot_reports
+
+        plot_reports(reports, plot, title=f"{trace.name}: {len(jobs):,} jobs on {_nodes_text(nodes_)}")
+        err.print(f"wrote {plot}", highlight=False)
+    _emit(reports, output, until=stop is not None)
+
+
+def _nodes_text(nodes: Sequence[NodeSpec]) -> str:
+    gpus = sum(n.capacity.get("GPU", 0.0) for n in nodes)
+    return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}, {gpus:g} GPUs"
+
+
+def _policy_names(values: Sequence[str]) -> list[str]:
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    for name in names:
+        if name not in POLICIES:
+            raise SpecError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)} (repeat --policy for "
+                            f"several)")
+    return list(dict.fromkeys(names))
+
+
+def _cluster(nodes: int | None, gpus: int, cpus: str | None, memory: str | None, cluster: Path | None,
+             plat: Platform | None) -> list[NodeSpec]:
+    if cluster is not None and nodes is not None:
+        raise SpecError("--cluster and --nodes both describe the cluster; give one")
+    if cluster is not None:
+        from cuberay.platform.sim_cluster import load_cluster
+
+        return load_cluster(cluster)
+    if nodes is not None:
+        return uniform_cluster(nodes, gpus, _option(parse_cpu, cpus, "--cpus-per-node"),
+                               _option(parse_memory, memory, "--memory-per-node"))
+    if plat is not None and plat.spec.node_pools:
+        from cuberay.platform.sim_cluster import cluster_from_pools
+
+        return cluster_from_pools(plat.spec.node_pools)
+    raise SpecError("no cluster to replay on; give --nodes N --gpus-per-node G, --cluster nodes.yaml, or a "
+                    "--platform file with node_pools")
+
+
+def _option(parse: Callable[[str], float], value: str | None, flag: str) -> float | None:
+    try:
+        return None if value is None else parse(value)
+    except SpecError as exc:
+        raise SpecError(f"{flag}: {exc.reason}") from None
+
+
+def _warn_unknown(jobs: Sequence[TraceJob], quotas: dict[str, TenantQuota] | None) -> None:
+    if quotas is None:
+        return
+    missing = unknown_tenants(jobs, quotas)
+    if missing:
+        listed = ", ".join(f"{t} ({n} jobs)" for t, n in sorted(missing.items(), key=lambda kv: -kv[1])[:5])
+        error_console().print(f"[yellow]warning:[/] the platform has no tenant {listed}"
+                              f"{' ...' if len(missing) > 5 else ''}; those jobs are rejected", highlight=False)
+
+
+def _replay(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], quotas: dict[str, TenantQuota] | None,
+            name: str, plat: Platform | None, ckpt: float, restart: float, until: float | None) -> Report:
+    err = error_console()
+    with err.status(f"replaying {len(jobs):,} jobs under {name} ..."):
+        report = simulate(jobs, cluster, quotas, platform_policy(name, plat), checkpoint_interval_s=ckpt,
+                          restart_cost_s=restart, until=until)
+    err.print(f"{name}: {report.finished:,}/{report.jobs:,} finished in {report.wall_s:.1f} s", highlight=False)
+    return report
+
+
+def _emit(reports: Sequence[Report], output: Format, until: bool) -> None:
+    if output == Format.table:
+        emit(table_rows(reports, until), output, title="cuberay sim")
+        return
+    data = [r.to_dict() for r in reports]
+    emit(data[0] if len(data) == 1 else data, output)

@@ -1,0 +1,299 @@
+"""The Python API over a running cuberay controller.
+
+Everything here talks to the controller actor through Ray; the CLI and
+``cuberay/__init__.py`` are thin layers over these functions. Functions raise
+``CuberayError`` subclasses: PlatformNotRunningError (no controller; the message
+says how to start one), SpecError (2), AdmissionError (3), NotFoundError (4).
+
+Ray is imported inside the functions, so importing this module (and
+``cuberay``) stays cheap.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.states import JobState
+from cuberay.platform.store import JobRecord
+
+CONTROLLER_NAME = "cuberay-controller"
+NAMESPACE = "cuberay"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A handle to a submitted job; prints as ``cuberay://<tenant>/<job id>``."""
+
+    id: str
+    tenant: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"cuberay://{self.tenant}/{self.id}"
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One line of ``cuberay queue``: a running or waiting job, its position and why it waits."""
+
+    job_id: str
+    tenant: str
+    name: str
+    kind: str
+    state: JobState
+    position: int | None      # 1-based place in admission order; None when running
+    reason: str               # why it waits / where it runs
+    gpus: float
+    workers: int
+    age_s: float
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """One line of ``cuberay tenants``: quota and what is in use (resource name -> amount)."""
+
+    name: str
+    guaranteed: Mapping[str, float]
+    max: Mapping[str, float] | None
+    in_use: Mapping[str, float]
+    borrowed: Mapping[str, float]
+    running: int
+    queued: int
+
+
+def connect(address: str | None = None, *, log_to_driver: bool = False) -> Any:
+    """Join the Ray cluster (``address``, else RAY_ADDRESS, else "auto") and return the controller handle."""
+    import ray
+
+    where = _init_ray(address, log_to_driver)
+    try:
+        return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
+    except ValueError:
+        raise PlatformNotRunningError(
+            f"no cuberay controller on the Ray cluster at {where}; start one with `cuberay up` (local) or "
+            f"`cuberay up --address ADDR` (existing cluster)") from None
+
+
+def _init_ray(address: str | None, log_to_driver: bool) -> str:
+    """Connect this process to Ray unless it already is; returns where it is connected."""
+    import ray
+
+    if ray.is_initialized():
+        return ray.get_runtime_context().gcs_address
+    from cuberay.platform import controller_head
+
+    target = address or os.environ.get("RAY_ADDRESS") or ""
+    if target.startswith(("http://", "https://")):
+        target = ""  # a dashboard URL (ray job submit's RAY_ADDRESS) is not a GCS address
+    head = controller_head.read_state()
+    if not target and head is not None:
+        target = head["address"]  # the head `cuberay up` started, not whichever Ray ran last here
+    if head is not None and target == head["address"]:
+        controller_head.use_token_auth()
+    target = target or "auto"
+    try:
+        ray.init(address=target, namespace=NAMESPACE, log_to_driver=log_to_driver, ignore_reinit_error=True,
+                 logging_level=logging.WARNING)
+    except (ConnectionError, TimeoutError) as err:
+        raise PlatformNotRunningError(
+            f"no Ray cluster at {target} ({err}); start one with `cuberay up` (local) or pass the address of a "
+            f"running cluster (`--address HOST:6379` or RAY_ADDRESS)") from None
+    except Exception as err:  # noqa: BLE001 - auth and version errors: one clear message
+        if type(err).__name__ == "AuthenticationError":
+            raise PlatformNotRunningError(
+                f"the Ray cluster at {target} refused this process ({err}); it uses token authentication: "
+                f"set RAY_AUTH_MODE=token and make its token available (~/.ray/auth_token or RAY_AUTH_TOKEN)"
+            ) from None
+        raise
+    return target
+
+
+def _call(method: str, *args: Any, timeout: float = 120.0) -> Any:
+    """Call one controller method; the controller's CuberayError is re-raised here as itself."""
+    import ray
+
+    handle = connect()
+    try:
+        return ray.get(getattr(handle, method).remote(*args), timeout=timeout)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, CuberayError):
+            raise cause from None
+        raise
+    except ray.exceptions.RayActorError as err:
+        raise PlatformNotRunningError(
+            f"the cuberay controller died during {method}() ({type(err).__name__}); Ray restarts it and it "
+            f"recovers its jobs from the store: retry in a few seconds") from None
+
+
+def _job_id(job: JobRef | str) -> str:
+    return job.id if isinstance(job, JobRef) else str(job)
+
+
+def find_platform_file(path: str | os.PathLike[str] | None = None) -> Path:
+    """``path``, else ./configs/platform.yaml, else the checkout's configs/platform.yaml."""
+    from cuberay.errors import SpecError
+
+    if path is not None:
+        return Path(path)
+    for candidate in (Path.cwd() / "configs" / "platform.yaml",
+                      Path(__file__).resolve().parents[2] / "configs" / "platform.yaml"):
+        if candidate.is_file():
+            return candidate
+    raise SpecError("no platform file: ./configs/platform.yaml does not exist; pass one (`cuberay up "
+                    "--platform FILE`); `cuberay spec schema --kind platform` describes the format")
+
+
+def _platform_dict(platform: Any) -> dict[str, Any]:
+    from cuberay.platform.specs import Platform, load_platform
+
+    plat = platform if isinstance(platform, Platform) else load_platform(
+        platform if isinstance(platform, Mapping) else Path(platform))
+    return plat.model_dump(mode="json")
+
+
+def install(platform: Any, *, address: str | None = None, replace: bool = False) -> Any:
+    """Create the controller from ``platform`` (a Platform, dict or file) on the connected cluster.
+
+    With ``replace`` a running controller is killed first (its jobs stay in its database).
+    """
+    from cuberay.platform import controller
+
+    _init_ray(address, log_to_driver=False)
+    return controller.install(_platform_dict(platform), replace=replace)
+
+
+def uninstall() -> bool:
+    """Kill the controller if one runs (no restart); jobs keep their state in the store."""
+    from cuberay.platform import controller
+
+    import ray
+
+    if not ray.is_initialized():
+        try:
+            _init_ray(None, log_to_driver=False)
+        except PlatformNotRunningError:
+            return False
+    return controller.uninstall()
+
+
+def up(platform_file: str | None = None, address: str | None = None) -> str:
+    """Start a local Ray head with dashboard + the controller (or install the controller on ``address``).
+
+    Returns the dashboard URL.
+    """
+    import ray
+
+    from cuberay.platform import controller, controller_head
+
+    spec = _platform_dict(find_platform_file(platform_file))
+    if address is None and not ray.is_initialized():
+        head = controller_head.read_state()
+        if head is None:
+            controller_head.use_token_auth()
+            head = controller_head.start(controller_head.home())
+        address = head["address"]
+    _init_ray(address, log_to_driver=False)
+    handle = controller.find() or controller.install(spec)
+    return str(ray.get(handle.dashboard_url.remote(), timeout=60))
+
+
+def down() -> None:
+    """Stop the controller (and the local Ray head that ``up`` started)."""
+    import ray
+
+    from cuberay.platform import controller_head
+
+    uninstall()
+    if controller_head.read_state() is not None:
+        if ray.is_initialized():
+            ray.shutdown()
+        controller_head.stop()
+
+
+def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
+           driver: str = "launcher", submission_id: str | None = None) -> JobRef:
+    """Validate and queue a job (a spec model, a dict, YAML text or a file path)."""
+    from cuberay.platform.specs import load_spec
+
+    job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
+    record: JobRecord = _call("submit", job.model_dump(mode="json"), tenant, user or current_user(),
+                              driver, submission_id)
+    return JobRef(record.id, record.tenant, record.name)
+
+
+def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -> JobRecord:
+    """Block until the job is terminal; returns its record (raises TimeoutError on timeout)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        record = status(job)
+        if record.state.is_terminal:
+            return record
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"job {record.id} is still {record.state.value} after {timeout:g}s "
+                               f"({record.reason or 'no reason given'}); wait longer or cancel it")
+        time.sleep(poll_s)
+
+
+def status(job: JobRef | str) -> JobRecord:
+    return _call("status", _job_id(job))
+
+
+def cancel(job: JobRef | str) -> JobRecord:
+    return _call("cancel", _job_id(job), current_user())
+
+
+def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterator[str]:
+    """The job's driver log (its Ray Job log); with ``follow``, chunks until the job ends."""
+    ref = _job_id(job)
+    text, done = _call("logs", ref)
+    if not follow:
+        yield text
+        return
+    sent = 0
+    while True:
+        if len(text) < sent:  # a new attempt (after a preemption) has a new Ray Job and log
+            yield "\n--- cuberay: a new attempt started ---\n"
+            sent = 0
+        if len(text) > sent:
+            yield text[sent:]
+            sent = len(text)
+        if done:
+            return
+        time.sleep(poll_s)
+        text, done = _call("logs", ref)
+
+
+def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:
+    return _call("list_jobs", tenant, None if states is None else [JobState(s).value for s in states])
+
+
+def queue(tenant: str | None = None) -> list[QueueEntry]:
+    return _call("queue", tenant)
+
+
+def tenants() -> list[TenantUsage]:
+    return _call("tenants")
+
+
+def run(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
+        on_wait: Callable[[QueueEntry | None, JobRecord], None] | None = None) -> JobRecord:
+    """Be the job's driver (``cuberay run``): register, wait in the queue, run here, report; the final record.
+
+    ``on_wait(entry, record)`` is called whenever the waiting job's position or reason changes.
+    """
+    from cuberay.platform.runner import run_file
+
+    return run_file(spec_or_path, tenant, user=user or current_user(), on_wait=on_wait)
+
+
+def current_user() -> str:
+    """CUBERAY_USER, else the login name."""
+    return os.environ.get("CUBERAY_USER") or getpass.getuser()

@@ -1,0 +1,588 @@
+"""The cuberay controller: a detached, named, restartable Ray actor that owns the queue and the ledger.
+
+Like Ray Serve's controller it lives in namespace ``cuberay`` on the head node
+with 0 CPUs, and Ray restarts it if its process dies; every decision is in the
+store first, so ``__init__`` rebuilds the queue and the allocations from it
+(and adopts the Ray Jobs that are still running).
+
+One loop (``_tick``) runs on every event (submit, finish, cancel, node joined
+or lost) and on a short timer. Each tick: follow Ray's nodes into the ledger,
+follow the drivers' Ray Job states, hold capacity Ray uses outside cuberay,
+run the pure admission cycle (``admission.schedule``) and apply its decisions:
+Admit -> ADMITTED (allocation stored) -> a Ray Job ``python -m cuberay.run
+<job-id>`` -> RUNNING; Preempt -> stop the driver -> PREEMPTED -> QUEUED.
+
+External drivers (``ray job submit -- cuberay run job.yaml``) register with
+``driver="external"``, poll ``admission()`` until ADMITTED, read
+``job_context()`` and report ``finished()``. Their polls are heartbeats: a
+driver silent for ``EXTERNAL_TIMEOUT_S``, or whose Ray Job ended, has died.
+
+The Ray Jobs client is synchronous, so its calls run in threads
+(``asyncio.to_thread``); every mutation happens on the actor's event loop
+under one lock, so a tick and a submit never interleave halfway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import ray
+from ray._private import state as ray_state
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from cuberay.errors import AdmissionError, CuberayError, NotFoundError, PlatformNotRunningError
+from cuberay.platform import controller_convert as conv
+from cuberay.platform.admission import Admit, ClusterState, Preempt, Reserve, RunningJob, queue_order, schedule
+from cuberay.platform.client import CONTROLLER_NAME, NAMESPACE, QueueEntry, TenantUsage
+from cuberay.platform.controller_nodes import ForeignUsage, is_foreign, live_nodes
+from cuberay.platform.launcher import FAILED, STOPPED, SUCCEEDED, TERMINAL, Launcher, cluster_dashboard_url
+from cuberay.platform.ledger import Ledger
+from cuberay.platform.metrics import PlatformMetrics, TenantStats
+from cuberay.platform.specs import load_platform, load_spec
+from cuberay.platform.states import JobState
+from cuberay.platform.store import EventRecord, JobRecord, Store
+
+log = logging.getLogger("cuberay.controller")
+
+EXTERNAL_TIMEOUT_S = 60.0      # an external driver polls every 1-2 s; this long silent means it died
+EXTERNAL_CHECK_S = 5.0         # how often external drivers' Ray Jobs are looked up
+RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the controller is the backstop
+_ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
+
+
+class Controller:
+    """The actor's body (``ray.remote`` is applied by :func:`install`)."""
+
+    async def __init__(self, platform: Mapping[str, Any]) -> None:
+        self.platform = load_platform(dict(platform))
+        self.interval_s = self.platform.spec.scheduler.cycle_interval_s
+        self.platform.storage_path().mkdir(parents=True, exist_ok=True)
+        self.store = Store(self.platform.database_url())
+        self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in self.platform.tenants})
+        self.ledger = Ledger()
+        self.state = ClusterState(self.ledger, conv.tenant_quotas(self.platform), conv.policy_of(self.platform))
+        self.foreign = ForeignUsage(self.ledger)
+        self.launcher = Launcher(cluster_dashboard_url(), max_drivers=self.platform.spec.scheduler.max_drivers)
+        self.metrics = PlatformMetrics()
+        self.waits: dict[str, str] = {}               # last cycle's reason per waiting job
+        self._sid_job: dict[str, str] = {}            # Ray submission id -> job id (launcher drivers)
+        self._preempted_sids: set[str] = set()        # drivers stopped by a preemption (their STOPPED is expected)
+        self._awaiting_driver: dict[str, float] = {}  # ADMITTED launcher jobs waiting for a driver slot
+        self._contact: dict[str, float] = {}          # external job -> last time its driver called
+        self._to_stop: list[str] = []
+        self._last_external_check = 0.0
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._ticks = 0
+        self._apply_nodes(live_nodes(ray.nodes()), time.time(), announce=False)
+        self._recover(time.time())
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self, now: float) -> None:
+        """Rebuild queue and allocations from the store; adopt the drivers that are still running."""
+        for rec in self.store.list_jobs(states=_ACTIVE):
+            try:
+                job = load_spec(rec.spec)
+                tenant = self.platform.tenant(rec.tenant)
+            except CuberayError as err:
+                self._store_end(rec.id, JobState.FAILED, f"cannot resume after a controller restart: {err}", now)
+                continue
+            req = conv.job_request(rec.id, job, tenant, rec.submit_time, rec.attained_gpu_s)
+            self.state.queue.add(req)
+            if rec.state.is_waiting:
+                if rec.state == JobState.PREEMPTED:
+                    self.store.update_job(rec.id, state=JobState.QUEUED)
+                if rec.driver == "external":
+                    self._contact[rec.id] = now
+                continue
+            nodes = conv.node_ids_of(rec.allocation)
+            if nodes and all(n in self.ledger.nodes for n in nodes):
+                try:
+                    self.state.start(rec.id, nodes, rec.start_time or now)
+                except ValueError:
+                    nodes = []
+            else:
+                nodes = []
+            if not nodes:  # its nodes are gone (or over-full): back to the queue
+                if rec.submission_id and rec.driver == "launcher":
+                    self._preempted_sids.add(rec.submission_id)
+                    self._to_stop.append(rec.submission_id)
+                self.store.update_job(rec.id, state=JobState.QUEUED, allocation=None,
+                                      reason="requeued: its nodes were lost while the controller was down")
+                self.store.add_event("requeued", "nodes lost while the controller was down", rec.id)
+                continue
+            if rec.driver == "external":
+                self._contact[rec.id] = now
+            elif rec.state == JobState.RUNNING and rec.submission_id:
+                self.launcher.adopt([rec.submission_id])
+                self._sid_job[rec.submission_id] = rec.id
+            else:
+                self._awaiting_driver[rec.id] = rec.start_time or now
+        self.store.add_event("controller_started",
+                             f"controller up: {len(self.state.running)} running, {len(self.state.queue)} queued")
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self._tick()
+            except Exception:  # noqa: BLE001 - one bad tick must not stop the platform
+                log.exception("cuberay controller tick failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.interval_s)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def _tick(self) -> None:
+        async with self._lock:
+            nodes = await asyncio.to_thread(ray.nodes)
+            self._apply_nodes(live_nodes(nodes), time.time())
+            await self._follow_drivers(time.time())
+            await self._check_external(time.time())
+            self._enforce_runtime(time.time())
+            available = await asyncio.to_thread(ray_state.available_resources_per_node)
+            self.foreign.update(available)
+            self._cycle(time.time())
+            await self._stop_drivers()
+            await self._start_drivers(time.time())
+            self._observe()
+            self._ticks += 1
+
+    # ------------------------------------------------------------------ nodes
+
+    def _apply_nodes(self, live: Mapping[str, Any], now: float, announce: bool = True) -> None:
+        for node_id in [n for n in self.ledger.nodes if n not in live]:
+            hit = [a.job_id for a in self.ledger.allocations.values()
+                   if not is_foreign(a.job_id) and node_id in a.node_ids]
+            for job_id in hit:
+                self._requeue(job_id, f"node {conv.short(node_id)} was lost", now, preempted=True)
+            self.ledger.remove_node(node_id)
+            self.store.add_event("node_lost", f"node {node_id} left the cluster; requeued {len(hit)} job(s)")
+            self._wake.set()
+        for node_id, node in live.items():
+            if node_id not in self.ledger.nodes:
+                self.ledger.add_node(node_id, node.capacity, node.labels)
+                if announce:
+                    self.store.add_event("node_joined", f"node {node_id} joined with {node.capacity}")
+                    self._wake.set()
+
+    # ------------------------------------------------------------------ admission
+
+    def _cycle(self, now: float) -> None:
+        cycle = schedule(self.state, now)
+        self.waits = dict(cycle.waits)
+        for d in cycle.decisions:
+            if isinstance(d, Preempt):
+                self._requeue(d.job_id, d.reason, now, preempted=True)
+                self.metrics.preempted(self.store.get_job(d.job_id).tenant)
+        for d in cycle.decisions:
+            if isinstance(d, Admit):
+                self._admit(d, now)
+            elif isinstance(d, Reserve):
+                self.state.reservation = d if d.job_id else None
+
+    def _admit(self, d: Admit, now: float) -> None:
+        run = self.state.start(d.job_id, d.node_ids, now)
+        rec = self.store.get_job(d.job_id)
+        attempt = rec.attempts + 1
+        nodes = ", ".join(sorted({conv.short(n) for n in d.node_ids}))
+        reason = f"{d.reason} on node(s) {nodes}"
+        self.store.update_job(d.job_id, state=JobState.ADMITTED, allocation=conv.allocation_of(d.node_ids),
+                              attempts=attempt, reason=reason, start_time=now, end_time=None,
+                              submission_id=None if rec.driver == "launcher" else rec.submission_id)
+        self.store.add_event("admitted", f"attempt {attempt}: {len(run.allocation.slots)} worker(s) {reason}",
+                             d.job_id)
+        self.metrics.admitted(rec.tenant, now - rec.submit_time)
+        self.waits.pop(d.job_id, None)
+        if rec.driver == "launcher":
+            self._awaiting_driver[d.job_id] = now
+
+    def _requeue(self, job_id: str, reason: str, now: float, *, preempted: bool) -> None:
+        """Back to the queue with its service so far; stop its driver if one runs."""
+        rec = self.store.get_job(job_id)
+        run = self.state.preempt(job_id, now)
+        attained = run.job.attained_gpu_s if run is not None else rec.attained_gpu_s
+        self._awaiting_driver.pop(job_id, None)
+        if rec.driver == "launcher" and rec.submission_id and rec.state == JobState.RUNNING:
+            self._preempted_sids.add(rec.submission_id)
+            self._to_stop.append(rec.submission_id)
+        if preempted:
+            self.store.update_job(job_id, state=JobState.PREEMPTED, allocation=None, end_time=now,
+                                  attained_gpu_s=attained, reason=reason)
+            self.store.add_event("preempted", reason, job_id)
+        self.store.update_job(job_id, state=JobState.QUEUED, allocation=None, end_time=now,
+                              attained_gpu_s=attained, reason=f"requeued: {reason}")
+        self.store.add_event("requeued", reason, job_id)
+        if rec.driver == "external":
+            self._contact[job_id] = now  # its driver sees QUEUED at its next poll and stops its run
+        self._wake.set()
+
+    # ------------------------------------------------------------------ drivers
+
+    async def _start_drivers(self, now: float) -> None:
+        """Start ADMITTED launcher jobs oldest first while driver slots are free."""
+        for job_id in sorted(self._awaiting_driver, key=self._awaiting_driver.__getitem__):
+            if not self.launcher.can_start():
+                in_flight = self.launcher.in_flight()
+                for waiting in self._awaiting_driver:
+                    self.waits[waiting] = (f"admitted; waiting for a driver slot ({in_flight} of "
+                                           f"{self.launcher.max_drivers} Ray Job drivers running)")
+                return
+            rec = self.store.get_job(job_id)
+            sid = conv.submission_id(job_id, rec.attempts)
+            self.store.update_job(job_id, submission_id=sid)
+            try:
+                await asyncio.to_thread(
+                    self.launcher.start, sid, f"{sys.executable} -m cuberay.run {job_id}",
+                    metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": job_id,
+                              "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
+                    runtime_env=rec.spec.get("spec", {}).get("runtime_env") or None,
+                    env=rec.spec.get("spec", {}).get("env") or None)
+            except PlatformNotRunningError as err:
+                log.warning("cannot start %s yet: %s", job_id, err)
+                return  # the dashboard is away; retry next tick
+            except CuberayError as err:
+                self._awaiting_driver.pop(job_id, None)
+                self._end(job_id, JobState.FAILED, f"could not start its Ray Job {sid}: {err}", now)
+                continue
+            self._awaiting_driver.pop(job_id, None)
+            self._sid_job[sid] = job_id
+            self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
+                                  reason=f"running as Ray Job {sid}")
+            self.store.add_event("started", f"Ray Job {sid} submitted", job_id)
+
+    async def _stop_drivers(self) -> None:
+        stops, self._to_stop = self._to_stop, []
+        for sid in stops:
+            try:
+                await asyncio.to_thread(self.launcher.stop, sid)
+            except CuberayError as err:
+                log.warning("could not stop Ray Job %s: %s", sid, err)
+
+    async def _follow_drivers(self, now: float) -> None:
+        """Ray Job ends -> job ends (or is retried); expected STOPs of preempted drivers are dropped."""
+        try:
+            changed = await asyncio.to_thread(self.launcher.poll)
+        except CuberayError as err:
+            log.warning("cannot poll Ray Jobs: %s", err)
+            return
+        for sid, status in changed.items():
+            if status not in TERMINAL:
+                continue
+            job_id = self._sid_job.pop(sid, None)
+            if sid in self._preempted_sids:
+                self._preempted_sids.discard(sid)
+                continue
+            if job_id is None:
+                continue
+            rec = self.store.get_job(job_id)
+            if rec.state.is_terminal or rec.submission_id != sid:
+                continue
+            if status == SUCCEEDED:
+                self._end(job_id, JobState.SUCCEEDED, f"Ray Job {sid} succeeded", now)
+            elif status == STOPPED:
+                self._end(job_id, JobState.CANCELLED, f"Ray Job {sid} was stopped outside cuberay", now)
+            else:
+                message = await self._failure_message(sid)
+                self._failed(rec, f"Ray Job {sid} failed: {message}", now)
+
+    def _failed(self, rec: JobRecord, message: str, now: float) -> None:
+        """FAILED, or back to the queue while the spec's max_failures allows another attempt."""
+        allowed = int(rec.spec.get("spec", {}).get("max_failures", 0) or 0)
+        if rec.attempts <= allowed:
+            self._requeue(rec.id, f"attempt {rec.attempts} failed ({message}); retrying "
+                                  f"({rec.attempts} of {allowed} allowed failures used)", now, preempted=False)
+            return
+        self._end(rec.id, JobState.FAILED, message, now)
+
+    async def _failure_message(self, sid: str) -> str:
+        try:
+            text = await asyncio.to_thread(self.launcher.logs, sid)
+        except CuberayError:
+            return "see its Ray Job log"
+        lines = [line for line in text.splitlines() if line.strip()]
+        return " | ".join(lines[-3:])[-600:] or "no output"
+
+    async def _check_external(self, now: float) -> None:
+        """External drivers that went silent, or whose Ray Job ended, have died: their jobs fail."""
+        for job_id, last in list(self._contact.items()):
+            if now - last > EXTERNAL_TIMEOUT_S:
+                self._end(job_id, JobState.FAILED, f"its driver stopped polling the controller "
+                                                   f"{now - last:.0f}s ago (it died or lost the cluster)", now)
+        if now - self._last_external_check < EXTERNAL_CHECK_S:
+            return
+        self._last_external_check = now
+        for job_id in list(self._contact):
+            rec = self.store.get_job(job_id)
+            if not rec.submission_id:
+                continue
+            try:
+                status = await asyncio.to_thread(self.launcher.status, rec.submission_id)
+            except CuberayError:
+                continue
+            if status in TERMINAL and job_id in self._contact:
+                self._end(job_id, JobState.FAILED,
+                          f"its driver, Ray Job {rec.submission_id}, ended ({status}) without reporting", now)
+
+    def _enforce_runtime(self, now: float) -> None:
+        for run in list(self.state.running.values()):
+            limit = run.job.max_runtime_s
+            if limit and now - run.start_time > limit + RUNTIME_GRACE_S:
+                rec = self.store.get_job(run.job.id)
+                self._stop_for_end(rec)
+                self._end(run.job.id, JobState.FAILED, f"ran longer than its max_runtime of {limit:g}s", now)
+
+    def _stop_for_end(self, rec: JobRecord) -> None:
+        if rec.submission_id and (rec.driver == "launcher" or rec.state.holds_resources):
+            self._sid_job.pop(rec.submission_id, None)
+            self._to_stop.append(rec.submission_id)
+
+    # ------------------------------------------------------------------ ends
+
+    def _end(self, job_id: str, state: JobState, message: str, now: float) -> JobRecord:
+        """A terminal state: free the allocation (or leave the queue) and record why."""
+        gone = self.state.cancel(job_id)
+        self._awaiting_driver.pop(job_id, None)
+        self._contact.pop(job_id, None)
+        self.waits.pop(job_id, None)
+        attained = gone.attained_at(now) if isinstance(gone, RunningJob) else None
+        self._wake.set()
+        return self._store_end(job_id, state, message, now, attained)
+
+    def _store_end(self, job_id: str, state: JobState, message: str, now: float,
+                   attained: float | None = None) -> JobRecord:
+        fields: dict[str, Any] = {"state": state, "end_time": now, "message": message, "allocation": None}
+        if attained is not None:
+            fields["attained_gpu_s"] = attained
+        rec = self.store.update_job(job_id, **fields)
+        self.store.add_event(state.value.lower(), message, job_id)
+        return rec
+
+    def _observe(self) -> None:
+        stats = {}
+        for name, quota in self.state.tenants.items():
+            stats[name] = TenantStats(
+                queued=sum(1 for j in self.state.queue if j.tenant == name),
+                running=sum(1 for r in self.state.running.values() if r.job.tenant == name),
+                allocated={k: v for k, v in self.state.usage.get(name, {}).items() if v > 1e-9},
+                guaranteed=quota.guaranteed.as_dict())
+        self.metrics.observe_snapshot(stats)
+
+    # ------------------------------------------------------------------ API: jobs
+
+    async def submit(self, spec: Mapping[str, Any], tenant: str | None, user: str, driver: str = "launcher",
+                     submission_id: str | None = None) -> JobRecord:
+        """Validate, check it could ever run, and queue it; AdmissionError (exit 3) with the reason if not."""
+        job = load_spec(dict(spec))
+        async with self._lock:
+            owner = conv.resolve_tenant(self.platform, user, tenant or job.tenant)
+            if job.tenant != owner.name:
+                job = job.with_tenant(owner.name)
+            now = time.time()
+            job_id = f"{owner.name}-{job.name}-{self.store.next_seq(owner.name, job.name)}"
+            req = conv.job_request(job_id, job, owner, now)
+            record = JobRecord(id=job_id, tenant=owner.name, name=job.name, kind=job.kind, user=user,
+                               spec=job.model_dump(mode="json"), state=JobState.QUEUED, priority=req.priority,
+                               submit_time=now, seq=int(job_id.rsplit("-", 1)[1]), gpus=req.gpus, driver=driver,
+                               submission_id=submission_id, reason="waiting for the next admission cycle")
+            rule, problem = self._never_fits(job, req)
+            if problem:
+                self.store.add_job(record.model_copy(update={"state": JobState.REJECTED, "reason": problem,
+                                                             "message": problem, "end_time": now}))
+                self.store.add_event("rejected", problem, job_id)
+                self.metrics.rejected(owner.name, rule)
+                raise AdmissionError(f"job {job_id} rejected: {problem}")
+            self.store.add_job(record)
+            self.store.add_event("submitted", f"{job.kind} by {user}: {req.workers} worker(s) x "
+                                              f"{req.worker.resources}", job_id)
+            if driver == "external":
+                self._contact[job_id] = now
+            self._wake.set()
+            return record
+
+    def _never_fits(self, job: Any, req: Any) -> tuple[str, str | None]:
+        """(rule, reason) when the job can never run: over its tenant's max, or larger than the cluster.
+
+        On success the job is in the core's queue.
+        """
+        try:
+            conv.live_platform(self.platform).check_job(job)
+        except AdmissionError as err:
+            return "quota", str(err)
+        reject = self.state.submit(req)
+        return "capacity", (reject.reason if reject is not None else None)
+
+    async def cancel(self, ref: str, user: str) -> JobRecord:
+        async with self._lock:
+            rec = self.store.find_job(ref)
+            if rec.state.is_terminal:
+                return rec
+            self._stop_for_end(rec)
+            ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {user}", time.time())
+            await self._stop_drivers()
+            return ended
+
+    async def status(self, ref: str) -> JobRecord:
+        rec = self.store.find_job(ref)
+        return self._live(rec)
+
+    def _live(self, rec: JobRecord) -> JobRecord:
+        reason = self.waits.get(rec.id)
+        return rec.model_copy(update={"reason": reason}) if reason and not rec.state.is_terminal else rec
+
+    async def list_jobs(self, tenant: str | None = None, states: list[str] | None = None,
+                        limit: int | None = None) -> list[JobRecord]:
+        return [self._live(r) for r in self.store.list_jobs(tenant, states, limit)]
+
+    async def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
+        return self.store.events(job_id, limit)
+
+    async def logs(self, ref: str) -> tuple[str, bool]:
+        """(the current attempt's driver log, whether the job is terminal)."""
+        rec = self.store.find_job(ref)
+        if not rec.submission_id:
+            return "", rec.state.is_terminal
+        try:
+            text = await asyncio.to_thread(self.launcher.logs, rec.submission_id)
+        except NotFoundError:
+            text = ""
+        return text, rec.state.is_terminal
+
+    # ------------------------------------------------------------------ API: views
+
+    async def queue(self, tenant: str | None = None) -> list[QueueEntry]:
+        records = {r.id: r for r in self.store.list_jobs(tenant, _ACTIVE)}
+        return conv.queue_entries(self.state, queue_order(self.state), records, self.waits, tenant)
+
+    async def tenants(self) -> list[TenantUsage]:
+        return conv.tenant_usages(self.platform, self.state)
+
+    async def running(self) -> dict[str, list[str]]:
+        """Job id -> node id per worker, for every job holding an allocation now."""
+        return {job_id: run.allocation.node_ids for job_id, run in self.state.running.items()}
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        """The ledger's nodes: capacity, free (after cuberay and foreign use), labels."""
+        return [{"node_id": n.id, "capacity": dict(n.capacity), "free": dict(n.free), "labels": dict(n.labels)}
+                for n in self.ledger.nodes.values()]
+
+    async def ping(self) -> dict[str, Any]:
+        return {"platform": self.platform.metadata.name, "database": self.store.url,
+                "dashboard_url": self.launcher.dashboard_url, "ticks": self._ticks,
+                "node_id": ray.get_runtime_context().get_node_id()}
+
+    async def dashboard_url(self) -> str:
+        return self.launcher.dashboard_url
+
+    async def platform_spec(self) -> dict[str, Any]:
+        return self.platform.model_dump(mode="json")
+
+    # ------------------------------------------------------------------ API: drivers
+
+    async def admission(self, job_id: str) -> dict[str, Any]:
+        """For an external driver (and a heartbeat from it): state, queue position, reason, attempt."""
+        rec = self.store.get_job(job_id)
+        if rec.driver == "external" and not rec.state.is_terminal:
+            self._contact[job_id] = time.time()
+        position = None
+        if rec.state.is_waiting:
+            order = [j.id for j in queue_order(self.state)]
+            position = order.index(job_id) + 1 if job_id in order else None
+        reason = self.waits.get(job_id) or rec.message or rec.reason
+        return {"state": rec.state.value, "position": position, "reason": reason, "attempt": rec.attempts}
+
+    async def job_context(self, job_id: str, submission_id: str | None = None) -> dict[str, Any]:
+        """What a driver needs to run the job's current attempt; marks an external job RUNNING."""
+        rec = self.store.get_job(job_id)
+        if not rec.state.holds_resources:
+            raise CuberayError(f"job {job_id} is {rec.state.value}, not admitted, so there is nothing to run; "
+                               f"check it with `cuberay status {job_id}`")
+        if rec.driver == "launcher" and submission_id and rec.submission_id and submission_id != rec.submission_id:
+            raise CuberayError(f"this driver ({submission_id}) is a stale attempt of {job_id}; the current "
+                               f"attempt is {rec.submission_id}")
+        if rec.driver == "external":
+            self._contact[job_id] = time.time()
+            if rec.state == JobState.ADMITTED:
+                rec = self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
+                                            reason="running in its external driver")
+                self.store.add_event("started", "external driver started its run", job_id)
+        tenant = self.platform.tenant(rec.tenant)
+        run_id = rec.submission_id or f"{job_id}-{rec.attempts}"
+        return {"record": rec, "spec": rec.spec, "node_ids": conv.node_ids_of(rec.allocation),
+                "identity": conv.identity(rec, run_id), "attempt": rec.attempts,
+                "storage_path": str(Path(tenant.storage or self.platform.storage_path() / tenant.name)
+                                    .expanduser())}
+
+    async def finished(self, job_id: str, ok: bool, message: str = "", attempt: int | None = None) -> JobRecord:
+        """An external driver's report of its run's end."""
+        async with self._lock:
+            rec = self.store.get_job(job_id)
+            if rec.state.is_terminal or not rec.state.holds_resources or \
+                    (attempt is not None and attempt != rec.attempts):
+                return rec  # a stale report (preempted or cancelled meanwhile)
+            now = time.time()
+            if ok:
+                return self._end(job_id, JobState.SUCCEEDED, message or "driver reported success", now)
+            self._contact.pop(job_id, None)
+            self._failed(rec, message or "driver reported failure", now)
+            if self.store.get_job(job_id).state.is_waiting:
+                self._contact[job_id] = now
+            return self.store.get_job(job_id)
+
+
+def head_node_id() -> str:
+    for node in ray.nodes():
+        if node["Alive"] and "node:__internal_head__" in node["Resources"]:
+            return node["NodeID"]
+    raise PlatformNotRunningError("the Ray cluster has no alive head node; restart it (`cuberay up`)")
+
+
+def find() -> Any | None:
+    """The controller's handle, or None if it is not running."""
+    try:
+        return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
+    except ValueError:
+        return None
+
+
+def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: float = 120.0) -> Any:
+    """Create the detached controller on the head node (or return the running one); waits until it answers."""
+    if replace:
+        uninstall(timeout_s=timeout_s)
+    actor = ray.remote(Controller).options(
+        name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
+        max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))
+    handle = actor.remote(dict(platform))
+    try:
+        ray.get(handle.ping.remote(), timeout=timeout_s)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        raise (cause if isinstance(cause, CuberayError) else err) from None
+    except ray.exceptions.RayActorError as err:
+        raise PlatformNotRunningError(f"the cuberay controller could not start: {err}; read its log in the "
+                                      f"Ray dashboard (Actors tab, {CONTROLLER_NAME})") from None
+    return handle
+
+
+def uninstall(timeout_s: float = 60.0) -> bool:
+    """Kill the controller (no restart); True if one was running. Jobs keep their state in the store."""
+    handle = find()
+    if handle is None:
+        return False
+    ray.kill(handle, no_restart=True)
+    deadline = time.monotonic() + timeout_s
+    while find() is not None:  # the name is freed once the GCS has marked the actor dead
+        if time.monotonic() > deadline:
+            raise PlatformNotRunningError(f"the controller {CONTROLLER_NAME} did not stop within {timeout_s}s")
+        time.sleep(0.1)
+    return True

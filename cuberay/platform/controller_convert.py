@@ -1,0 +1,158 @@
+"""What the controller turns specs and records into: quotas, policy, JobRequests, identities, views.
+
+No Ray here: these are the translations between the spec layer, the store and
+the pure scheduling core, kept apart from the actor so they read (and test)
+on their own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping
+
+from cuberay.errors import AdmissionError
+from cuberay.platform.admission import ClusterState, RunningJob
+from cuberay.platform.client import QueueEntry, TenantUsage
+from cuberay.platform.queue import JobRequest
+from cuberay.platform.scheduling import Policy, TenantQuota
+from cuberay.platform.specs import Job, Platform, Tenant
+from cuberay.platform.states import JobState
+from cuberay.platform.store import JobRecord
+from cuberay.train.env import JobIdentity
+
+GPU_HOURS = 3600.0
+
+
+def tenant_quotas(platform: Platform) -> dict[str, TenantQuota]:
+    return {t.name: TenantQuota(t.name, t.guaranteed_resources(), t.max_resources()) for t in platform.tenants}
+
+
+def policy_of(platform: Platform) -> Policy:
+    """The admission knobs of ``platform.spec.scheduler``; reservations are always on (no starvation)."""
+    s = platform.spec.scheduler
+    las = None if s.las_threshold_gpu_hours is None else s.las_threshold_gpu_hours * GPU_HOURS
+    return Policy(backfill=s.backfill, reserve=True, reclaim=s.reclaim, preempt=s.preemption,
+                  las_threshold_gpu_s=las)
+
+
+def live_platform(platform: Platform) -> Platform:
+    """The platform without its declared node pools: on a live cluster Ray's own nodes are the truth.
+
+    ``Platform.check_job`` compares a job with the pools; those describe the
+    simulator's or KubeRay's cluster, not necessarily the one the controller
+    runs on, so the live capacity check is the ledger's (``ClusterState.submit``).
+    """
+    spec = platform.spec.model_copy(update={"node_pools": []})
+    return platform.model_copy(update={"spec": spec})
+
+
+def resolve_tenant(platform: Platform, user: str, requested: str | None) -> Tenant:
+    """The tenant ``user`` submits to; AdmissionError naming its members and admins if not allowed."""
+    if requested is not None:
+        tenant = next((t for t in platform.tenants if t.name == requested), None)
+        if tenant is not None and not tenant.is_member(user):
+            mine = platform.tenants_of(user)
+            members = ", ".join(tenant.members) or "none"
+            admins = ", ".join(tenant.admins) or "none listed"
+            raise AdmissionError(
+                f"user {user!r} may not submit to tenant {requested!r}: its members are {members} and its "
+                f"admins {admins}. Ask an admin of {requested!r} to add you to tenants.{requested}.members "
+                f"in the platform file (then restart the controller with `cuberay up`), or submit to "
+                f"{'one of your tenants: ' + ', '.join(mine) if mine else 'a tenant you belong to'} "
+                f"(set CUBERAY_USER if you are someone else)")
+    return platform.resolve_tenant(user, requested)
+
+
+def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
+                attained_gpu_s: float = 0.0) -> JobRequest:
+    """The scheduler's view of a job: gang of min_workers, growing to max_workers when elastic."""
+    elastic = job.max_workers > job.min_workers
+    return JobRequest(
+        id=job_id, tenant=tenant.name, worker=job.worker_request(), workers=job.min_workers,
+        max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
+        priority=job.effective_priority(tenant), submit_time=submit_time,
+        attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s,
+    )
+
+
+def allocation_of(node_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The stored form of an allocation: one entry per worker."""
+    return [{"node_id": node_id} for node_id in node_ids]
+
+
+def node_ids_of(allocation: list[dict[str, Any]] | None) -> list[str]:
+    return [str(worker["node_id"]) for worker in allocation or []]
+
+
+def submission_id(job_id: str, attempt: int) -> str:
+    """The Ray Job id of one attempt; Ray refuses to reuse an id, so later attempts get a suffix."""
+    return f"cuberay-{job_id}" if attempt <= 1 else f"cuberay-{job_id}-{attempt}"
+
+
+def identity(record: JobRecord, run_id: str) -> JobIdentity:
+    """The KFJ_* identity of a job: the resource strings exactly as the user wrote them."""
+    res = record.spec.get("spec", {}).get("resources", {})
+
+    def text(name: str) -> str:
+        value = res.get(name)
+        return "" if value is None else str(value)
+
+    return JobIdentity(job_id=record.id, name=record.name, tenant=record.tenant, user=record.user,
+                       run_id=run_id, kind=record.kind, cpu=text("cpu"), memory=text("memory"),
+                       gpu=text("gpu"), rdma=text("rdma"), namespace=record.tenant)
+
+
+def short(node_id: str) -> str:
+    return node_id[:8]
+
+
+def queue_entries(state: ClusterState, order: list[JobRequest], records: Mapping[str, JobRecord],
+                  waits: Mapping[str, str], tenant: str | None, now: float | None = None) -> list[QueueEntry]:
+    """Running jobs (no position) then waiting ones in admission order, each with why it waits."""
+    now = time.time() if now is None else now
+    out: list[QueueEntry] = []
+    running = sorted(state.running.values(), key=lambda r: r.start_time)
+    for run in running:
+        rec = records.get(run.job.id)
+        if rec is None or (tenant and run.job.tenant != tenant):
+            continue
+        out.append(_entry(rec, run.job, None, _where(run, rec), now))
+    position = 0
+    for job in order:
+        position += 1
+        rec = records.get(job.id)
+        if rec is None or (tenant and job.tenant != tenant):
+            continue
+        reason = waits.get(job.id) or (rec.reason if rec.state.is_waiting and rec.reason else
+                                       "waiting for the next admission cycle")
+        out.append(_entry(rec, job, position, reason, now))
+    return out
+
+
+def _where(run: RunningJob, rec: JobRecord) -> str:
+    nodes = sorted({short(n) for n in run.allocation.node_ids})
+    if rec.state == JobState.ADMITTED:
+        return rec.reason or f"admitted on {', '.join(nodes)}; starting"
+    return f"running on {len(run.allocation.slots)} worker(s), node(s) {', '.join(nodes)}"
+
+
+def _entry(rec: JobRecord, job: JobRequest, position: int | None, reason: str, now: float) -> QueueEntry:
+    return QueueEntry(job_id=rec.id, tenant=rec.tenant, name=rec.name, kind=rec.kind, state=rec.state,
+                      position=position, reason=reason, gpus=job.gpus, workers=job.workers,
+                      age_s=max(0.0, now - rec.submit_time))
+
+
+def tenant_usages(platform: Platform, state: ClusterState) -> list[TenantUsage]:
+    """Quota, use and borrowing per tenant (Ray resource names; memory in bytes)."""
+    out = []
+    for tenant in platform.tenants:
+        guaranteed = tenant.guaranteed_resources().as_dict()
+        limit = tenant.max_resources()
+        in_use = {k: v for k, v in state.usage.get(tenant.name, {}).items() if abs(v) > 1e-9}
+        borrowed = {k: v - guaranteed.get(k, 0.0) for k, v in in_use.items() if v > guaranteed.get(k, 0.0) + 1e-9}
+        out.append(TenantUsage(
+            name=tenant.name, guaranteed=guaranteed, max=None if limit is None else limit.as_dict(),
+            in_use=in_use, borrowed=borrowed,
+            running=sum(1 for r in state.running.values() if r.job.tenant == tenant.name),
+            queued=sum(1 for j in state.queue if j.tenant == tenant.name)))
+    return out

@@ -1,0 +1,163 @@
+"""The local Ray head that ``cuberay up`` starts, and only that one: start, find, stop.
+
+``ray stop`` would kill every Ray process of the user on the machine, other
+sessions' clusters included, so cuberay starts its head as ``ray start --head
+--block`` in a session of its own, records the process group in a state file
+(``$CUBERAY_HOME``, default ``~/.cuberay``, file ``local-head.json``) and stops
+exactly that group. Ports are picked free, so a Ray already running here on
+the defaults (6379, 8265, 52365) is left alone.
+
+Ray 2.60 turns token authentication on for local clusters: the head gets
+``RAY_AUTH_MODE=token`` and the token in ``~/.ray/auth_token`` (generated
+first with ``ray get-auth-token --generate`` when missing); this process sets
+the same mode before it connects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cuberay.errors import PlatformNotRunningError
+
+STATE_FILE = "local-head.json"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+TOKEN_FILE = Path("~/.ray/auth_token")
+
+
+def home() -> Path:
+    return Path(os.environ.get("CUBERAY_HOME", "~/.cuberay")).expanduser()
+
+
+def state_path() -> Path:
+    return home() / STATE_FILE
+
+
+def read_state() -> dict[str, Any] | None:
+    """The recorded head, if its process group still runs (a stale file is removed)."""
+    path = state_path()
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not _alive(int(state.get("pgid", 0))):
+        path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+def _alive(pgid: int) -> bool:
+    if pgid <= 0:
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the head's exit status when this process started it (a zombie still counts as alive)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ray_cli() -> list[str]:
+    beside = Path(sys.executable).parent / "ray"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+def use_token_auth() -> None:
+    """Send the cluster token from this process (and its children), as ``ray start --head`` expects."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:  # Ray caches its config at import; re-read it (what ray.init does for a new local cluster)
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+    except ImportError:
+        pass
+
+
+def start(log_dir: Path) -> dict[str, Any]:
+    """Start a head with dashboard and token auth; return its recorded state once it accepts drivers."""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    if not TOKEN_FILE.expanduser().exists():
+        subprocess.run([*_ray_cli(), "get-auth-token", "--generate"], env=env, check=True,
+                       stdout=subprocess.DEVNULL, timeout=60)
+    from ray._private.services import get_node_ip_address
+
+    ip = get_node_ip_address()
+    port, dashboard_port = _free_port(), _free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / "ray-head.log"
+    command = [*_ray_cli(), "start", "--head", "--block", f"--node-ip-address={ip}", f"--port={port}",
+               "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
+               "--dashboard-agent-listen-port=0", "--disable-usage-stats"]
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    state = {"pid": proc.pid, "pgid": proc.pid, "address": f"{ip}:{port}",
+             "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time()}
+    home().mkdir(parents=True, exist_ok=True)
+    state_path().write_text(json.dumps(state, indent=2))
+    _wait_listening(proc, ip, port, log_file)
+    return state
+
+
+def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            state_path().unlink(missing_ok=True)
+            raise PlatformNotRunningError(f"`ray start --head` exited with code {proc.returncode}; "
+                                          f"read {log_file} for why")
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex((ip, port)) == 0:
+                return
+        time.sleep(0.5)
+    stop()
+    raise PlatformNotRunningError(f"the local Ray head did not start within {START_TIMEOUT_S:.0f}s; "
+                                  f"read {log_file}")
+
+
+def stop() -> bool:
+    """Stop the head ``start`` recorded (its process group only); True if one was running."""
+    state = read_state()
+    if state is None:
+        return False
+    pgid = int(state["pgid"])
+    for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while _alive(pgid) and time.monotonic() < deadline:
+            _reap(int(state["pid"]))
+            time.sleep(0.2)
+        if not _alive(pgid):
+            break
+    state_path().unlink(missing_ok=True)
+    return True

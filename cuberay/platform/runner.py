@@ -1,0 +1,236 @@
+"""The job driver: ``python -m cuberay.run <job-id>`` inside a Ray Job, and ``cuberay run FILE``.
+
+``run_job`` asks the controller for the admitted attempt (spec, one node id
+per worker, identity, tenant storage), dispatches by kind, and exits 0 or 1
+so the Ray Job's status tells the controller how it went:
+
+  TrainJob, function mode   Ray Train TorchTrainer, worker i pinned to node i
+  TrainJob, command mode    a command gang (placement group pinned per bundle)
+  Task                      a command gang
+  TuneJob, ServeApp         not yet (a later issue): exit 1 with the reason
+
+``run_file`` is the external driver of ``ray job submit -- cuberay run
+job.yaml``: it registers the job (``driver="external"``, with its own Ray
+submission id), prints where it waits while queued, runs each admitted attempt
+in a child ``python -m cuberay.run <job-id>`` (a Ray driver of its own, so a
+preemption is a kill of that child: Ray then frees its gang), and reports the
+attempt's end to the controller. Its polls double as heartbeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from cuberay.errors import CuberayError, JobFailedError
+from cuberay.platform import client
+from cuberay.platform.client import QueueEntry
+from cuberay.platform.states import JobState
+from cuberay.platform.store import JobRecord
+
+EXIT_OK, EXIT_FAILED = 0, 1
+RUN_POLL_S = 2.0       # how often a running external driver checks its attempt is still current
+KILL_GRACE_S = 5.0
+
+
+def say(message: str) -> None:
+    print(f"cuberay: {message}", flush=True)
+
+
+def own_submission_id() -> str | None:
+    """The Ray Job submission id of this driver, from the job config Ray's supervisor sets."""
+    raw = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not raw:
+        return None
+    try:
+        return (json.loads(raw).get("metadata") or {}).get("job_submission_id")
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------- one attempt
+
+
+def run_job(job_id: str) -> int:
+    """Run the admitted attempt of ``job_id`` in this process; the exit code for the Ray Job."""
+    try:
+        client.connect(log_to_driver=True)
+        ctx = client._call("job_context", job_id, own_submission_id())
+    except CuberayError as err:
+        say(f"cannot run {job_id}: {err}")
+        return EXIT_FAILED
+    nodes = ctx["node_ids"]
+    say(f"{job_id} attempt {ctx['attempt']}: {len(nodes)} worker(s) on node(s) "
+        f"{', '.join(sorted({n[:8] for n in nodes}))}")
+    try:
+        return dispatch(ctx)
+    except CuberayError as err:
+        say(f"{job_id} failed: {err}")
+        return EXIT_FAILED
+
+
+def dispatch(ctx: dict[str, Any]) -> int:
+    from cuberay.platform.specs import Task, TrainJob, load_spec
+
+    job = load_spec(ctx["spec"])
+    if isinstance(job, TrainJob) and job.spec.entrypoint:
+        return _train_function(job, ctx)
+    if isinstance(job, (TrainJob, Task)):
+        return _command_gang(job, ctx)
+    say(f"{job.kind} jobs are not supported by the runner yet (a later issue); nothing was run")
+    return EXIT_FAILED
+
+
+def _train_function(job: Any, ctx: dict[str, Any]) -> int:
+    from cuberay.train.torch_launcher import run_train_function
+
+    request = job.worker_request()
+    result = run_train_function(
+        job.spec.entrypoint, config=dict(job.spec.config), node_ids=list(ctx["node_ids"]),
+        resources_per_worker=request.to_ray(), use_gpu=request.resources.get("GPU", 0.0) > 0,
+        storage_path=ctx["storage_path"], name=ctx["record"].id,
+        # Whole-job retries (max_failures) are the controller's; Train does not retry on top.
+        max_failures=0,
+        deepspeed_config=job.spec.deepspeed if job.spec.backend == "deepspeed" else None)
+    say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
+    say(f"checkpoint {result.get('checkpoint_path')}")
+    return EXIT_OK
+
+
+def _command_gang(job: Any, ctx: dict[str, Any]) -> int:
+    from cuberay.train.gang import run_command_gang
+
+    code = run_command_gang(
+        job.spec.command, node_ids=list(ctx["node_ids"]), bundle=job.worker_request().to_ray(),
+        env=dict(job.spec.env), job=ctx["identity"], timeout_s=job.max_runtime_s)
+    if code != 0:
+        say(f"the gang exited with code {code}")
+    return EXIT_OK if code == 0 else EXIT_FAILED
+
+
+# ---------------------------------------------------------------------- external driver
+
+
+def run_file(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
+             on_wait: Callable[[QueueEntry | None, JobRecord], None] | None = None,
+             poll_s: float = 1.0) -> JobRecord:
+    """Register the job, wait in the queue, run each admitted attempt here, report; the final record."""
+    from cuberay.platform.specs import load_spec
+
+    job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
+    client.connect()
+    sid = own_submission_id()
+    ref = client.submit(job, tenant, user=user, driver="external", submission_id=sid)
+    say(f"registered {ref.id}" + (f" (Ray Job {sid})" if sid else ""))
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        while True:
+            info = _wait_admitted(ref.id, on_wait, poll_s)
+            if info is None:
+                return client.status(ref.id)
+            code, current = _run_attempt(ref.id, int(info["attempt"]))
+            if not current:
+                continue  # preempted (back in the queue) or cancelled: the loop finds out which
+            message = "the run exited 0" if code == 0 else f"the run exited with code {code}"
+            record: JobRecord = client._call("finished", ref.id, code == 0, message, int(info["attempt"]))
+            if record.state.is_terminal:
+                return record
+            say(f"{ref.id} is {record.state.value}: {record.reason}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks that kill the child run
+
+
+def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord], None] | None,
+                   poll_s: float) -> dict[str, Any] | None:
+    """Poll until the job holds an allocation (its admission info) or is terminal (None)."""
+    last: tuple[Any, Any] | None = None
+    while True:
+        info = client._call("admission", job_id)
+        state = JobState(info["state"])
+        if state.holds_resources:
+            return info
+        if state.is_terminal:
+            return None
+        seen = (info["position"], info["reason"])
+        if seen != last:
+            last = seen
+            if on_wait is not None:
+                record = client.status(job_id)
+                entry = next((e for e in client.queue(record.tenant) if e.job_id == job_id), None)
+                on_wait(entry, record)
+            else:
+                where = f"position {info['position']}" if info["position"] else "waiting"
+                print(f"queued: {where}: {info['reason']}", flush=True)
+        time.sleep(poll_s)
+
+
+def _run_attempt(job_id: str, attempt: int) -> tuple[int, bool]:
+    """Run one attempt in a child driver; (exit code, whether the attempt was still current at its end)."""
+    import ray
+
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    child = subprocess.Popen([sys.executable, "-m", "cuberay.run", job_id], env=env, start_new_session=True)
+    try:
+        while True:
+            try:
+                return child.wait(timeout=RUN_POLL_S), True
+            except subprocess.TimeoutExpired:
+                pass
+            info = client._call("admission", job_id)
+            if not JobState(info["state"]).holds_resources or int(info["attempt"]) != attempt:
+                say(f"attempt {attempt} of {job_id} ended by the platform ({info['state']}: {info['reason']}); "
+                    f"stopping its run")
+                return _stop(child), False
+    finally:
+        if child.poll() is None:
+            _stop(child)
+
+
+def _stop(child: subprocess.Popen) -> int:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            return child.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            continue
+    return child.wait()
+
+
+# ---------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cuberay.run",
+                                     description="Run a cuberay job: the driver of one admitted attempt "
+                                                 "(JOB_ID), or the external driver of a spec file (--file).")
+    parser.add_argument("job_id", nargs="?", help="Job id of an admitted job (what the controller launches).")
+    parser.add_argument("--file", help="A job spec: register it, wait in the queue, run it here.")
+    parser.add_argument("--tenant", help="Tenant for --file (default: the spec's, else your only one).")
+    args = parser.parse_args(argv)
+    if (args.job_id is None) == (args.file is None):
+        parser.error("give exactly one of JOB_ID and --file FILE")
+    if args.job_id:
+        return run_job(args.job_id)
+    try:
+        record = run_file(args.file, args.tenant)
+    except CuberayError as err:
+        print(f"cuberay: error: {err}", file=sys.stderr, flush=True)
+        return err.exit_code
+    say(f"{record.id} {record.state.value}" + (f": {record.message}" if record.message else ""))
+    if record.state == JobState.FAILED:
+        return JobFailedError.exit_code
+    return EXIT_OK if record.state in (JobState.SUCCEEDED, JobState.CANCELLED) else EXIT_FAILED

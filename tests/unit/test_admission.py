@@ -1,0 +1,530 @@
+"""Admission: gangs, queue order, quotas, borrow/reclaim, priority preemption, reservation, backfill.
+
+Each test drives the real ClusterState + schedule + apply on a small hand-made cluster.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+import pytest
+
+from cuberay.platform.admission import ClusterState, Reserve, queue_order, schedule
+from cuberay.platform.resources import CPU, GPU, LABEL_ACCELERATOR, Resources
+from cuberay.platform.scheduling import POLICIES, Policy, TenantQuota
+from tests.unit.helpers import (add, admitted, cluster, cycle, job, preempted, quota, reserves, snapshot, state,
+                                submit)
+
+NO_PREEMPTION = Policy(preempt=False, reclaim=False)
+
+
+def usage_gpus(st: ClusterState, tenant: str) -> float:
+    return st.usage.get(tenant, {}).get(GPU, 0.0)
+
+
+# -- gangs ------------------------------------------------------------------------------
+
+def test_a_gang_is_admitted_whole_or_not_at_all():
+    st = state(cluster(nodes=3, gpus=4))
+    submit(st, job("filler", gpus=1, workers=9))
+    assert admitted(cycle(st)) == {"filler": ("n0",) * 4 + ("n1",) * 4 + ("n2",)}
+    submit(st, job("gang", gpus=1, workers=4, t=1))
+    before = snapshot(st.ledger)
+    c = cycle(st, 1)
+    assert admitted(c) == {}
+    assert snapshot(st.ledger) == before  # no partial allocation for the 3 GPUs that are free
+    assert "gang of 4 needs 4 GPU; free now 3 GPU" in c.waits["gang"]
+    st.finish("filler")
+    assert admitted(cycle(st, 2)) == {"gang": ("n0",) * 4}
+
+
+def test_seed_deadlock_case_admits_three_gangs_then_the_fourth():
+    # CubeStudio's seed: 3 nodes x 4 GPUs, 4 jobs x 4 workers x 1 GPU. Without gang admission each job
+    # grabs 3 workers and none can start; with it exactly three run and the fourth waits.
+    st = state(cluster(nodes=3, gpus=4))
+    submit(st, *(job(f"j{i}", gpus=1, workers=4, t=i) for i in range(4)))
+    c = cycle(st, 0)
+    assert admitted(c) == {"j0": ("n0",) * 4, "j1": ("n1",) * 4, "j2": ("n2",) * 4}
+    assert set(c.waits) == {"j3"}
+    assert st.reservation is not None and st.reservation.job_id == "j3"
+    st.finish("j1")
+    c = cycle(st, 10)
+    assert admitted(c) == {"j3": ("n1",) * 4}
+    assert st.reservation is None and len(st.queue) == 0
+
+
+def test_schedule_leaves_the_state_unchanged_until_apply():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 8), quota("b", 4, 8))
+    submit(st, job("a1", "a", gpus=1, workers=4))
+    cycle(st, 0)
+    submit(st, job("a2", "a", gpus=1, workers=4, t=1))
+    cycle(st, 1)
+    submit(st, job("b1", "b", gpus=1, workers=4, t=2), job("b2", "b", gpus=1, workers=2, t=3))
+    before = snapshot(st.ledger)
+    usage = {t: dict(u) for t, u in st.usage.items()}
+    queued, running = {j.id for j in st.queue}, set(st.running)
+
+    c = schedule(st, 5)
+    assert set(admitted(c)) == {"b1"} and set(preempted(c)) == {"a2"}  # tentatively: a2 started last
+    assert reserves(c)[0].job_id == "b2"
+    assert snapshot(st.ledger) == before
+    assert st.usage == usage
+    assert {j.id for j in st.queue} == queued and set(st.running) == running
+    assert schedule(st, 5).decisions == c.decisions  # same input, same answer
+
+    st.apply(c.decisions, 5)
+    assert snapshot(st.ledger) != before
+    assert "b1" in st.running and "a2" in st.queue
+
+
+# -- queue order --------------------------------------------------------------------------
+
+def test_queue_order_is_priority_then_tenant_share_then_age():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4), quota("b", 4), policy=NO_PREEMPTION)
+    submit(st, job("a-run", "a", gpus=1, workers=4))
+    cycle(st, 0)  # tenant a now uses all of its guarantee, b nothing
+    submit(st,
+           job("a-old", "a", gpus=1, workers=4, t=1),
+           job("b-new", "b", gpus=1, workers=4, t=5),
+           job("b-newer", "b", gpus=1, workers=4, t=6),
+           job("a-urgent", "a", gpus=1, workers=4, priority=5, t=10))
+    order = [j.id for j in queue_order(st)]
+    assert order == ["a-urgent", "b-new", "b-newer", "a-old"]
+
+    # One free node: each cycle admits exactly one job, in that order.
+    started = []
+    for now in range(1, 5):
+        started += admitted(cycle(st, now))
+        st.finish(started[-1])
+    assert started == order
+
+
+def test_fair_share_counts_usage_against_the_guarantee():
+    st = state(cluster(nodes=4, gpus=4), quota("big", 12), quota("small", 2), policy=NO_PREEMPTION)
+    submit(st, job("big-run", "big", gpus=1, workers=4), job("small-run", "small", gpus=1, workers=2))
+    cycle(st, 0)
+    # big uses 4/12 of its guarantee, small 2/2: big goes first although its job is younger.
+    submit(st, job("small-next", "small", gpus=1, workers=1, t=1), job("big-next", "big", gpus=1, workers=1, t=2))
+    assert [j.id for j in queue_order(st)] == ["big-next", "small-next"]
+
+
+@pytest.mark.xfail(reason="BUG: queue_order sorts by each tenant's share before the cycle, but a cycle "
+                          "recomputes the share after every admission and interleaves tenants, so `cuberay queue` "
+                          "shows a0 a1 a2 b0 b1 b2 while admission goes a0 b0 a1 b1 a2 b2", strict=True)
+def test_queue_order_matches_the_admission_order_within_one_cycle():
+    st = state(cluster(nodes=4, gpus=4), quota("a", 4), quota("b", 4))
+    submit(st, *(job(f"a{i}", "a", gpus=1, workers=2, t=i) for i in range(3)))
+    submit(st, *(job(f"b{i}", "b", gpus=1, workers=2, t=10 + i) for i in range(3)))
+    shown = [j.id for j in queue_order(st)]
+    assert [d.job_id for d in schedule(st, 0).admitted] == shown
+
+
+# -- quotas: max, borrowing ------------------------------------------------------------------
+
+def test_submit_rejects_a_job_larger_than_the_tenant_max():
+    st = ClusterState(cluster(nodes=4, gpus=8), {"vision": quota("vision", 8, 16)})
+    rejected = st.submit(job("big", "vision", gpus=8, workers=4))
+    assert rejected is not None and rejected.job_id == "big"
+    reason = rejected.reason
+    assert "vision" in reason and "max gpu is 16" in reason.lower()
+    assert "4 x 8 = 32" in reason
+    assert "Lower workers or ask an admin to raise tenants.vision.quota.max.gpu" in reason
+    assert "big" not in st.queue
+
+
+def test_tenant_max_blocks_and_the_wait_reason_names_it():
+    st = state(cluster(nodes=4, gpus=4), quota("a", 4, 8))
+    submit(st, job("a1", "a", gpus=4, workers=1), job("a2", "a", gpus=4, workers=1, t=1),
+           job("a3", "a", gpus=4, workers=1, t=2))
+    c = cycle(st)
+    assert set(admitted(c)) == {"a1", "a2"}  # 8 GPUs: the max, with 8 more idle
+    assert "max GPU: 8 in use + 4 asked > max 8" in c.waits["a3"]
+    assert usage_gpus(st, "a") == 8
+    st.finish("a1")
+    assert set(admitted(cycle(st, 1))) == {"a3"}
+
+
+def test_a_tenant_borrows_idle_capacity_beyond_its_guarantee_up_to_its_max():
+    st = state(cluster(nodes=3, gpus=4), quota("a", 4, 8), quota("b", 8, 12))
+    submit(st, *(job(f"a{i}", "a", gpus=1, workers=4, t=i) for i in range(3)))
+    c = cycle(st)
+    assert set(admitted(c)) == {"a0", "a1"}  # guarantee 4 + 4 borrowed from b
+    assert "max" in c.waits["a2"]
+    assert usage_gpus(st, "a") == 8 and st.ledger.total_free[GPU] == 4
+
+
+def test_a_tenant_under_its_guarantee_reclaims_from_the_newest_borrower():
+    st = state(cluster(nodes=3, gpus=4), quota("a", 4, 8), quota("b", 8, 12))
+    submit(st, job("a-old", "a", gpus=1, workers=4))
+    cycle(st, 0)
+    submit(st, job("a-new", "a", gpus=1, workers=4, t=10), job("b1", "b", gpus=1, workers=4, t=10))
+    c = cycle(st, 10)
+    assert set(admitted(c)) == {"a-new", "b1"}  # a borrows 4 of b's idle GPUs
+    assert usage_gpus(st, "a") == 8
+
+    submit(st, job("b2", "b", gpus=1, workers=4, t=20))  # b within its guarantee: 4 + 4 <= 8
+    c = cycle(st, 20)
+    victims = preempted(c)
+    assert set(victims) == {"a-new"}
+    assert victims["a-new"].by == "b2"
+    assert victims["a-new"].reason.startswith("reclaimed")
+    node = st.ledger.allocations.get("b2")
+    assert admitted(c) == {"b2": tuple(node.node_ids)}
+    assert "a-new" in st.queue and "a-new" not in st.running
+    assert usage_gpus(st, "a") == 4 and usage_gpus(st, "b") == 8
+
+
+def test_reclaim_never_takes_a_borrower_below_its_guarantee():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 8), quota("b", 4, 8))
+    submit(st, job("a-wide", "a", gpus=4, workers=2))  # 8 GPUs in ONE job: preempting it leaves a at 0 < 4
+    cycle(st, 0)
+    submit(st, job("b1", "b", gpus=1, workers=4, t=1))
+    c = cycle(st, 1)
+    assert preempted(c) == {} and admitted(c) == {}
+    assert "a-wide" in st.running
+    assert "waiting for capacity" in c.waits["b1"]
+
+
+@pytest.mark.xfail(reason="BUG: reclaim checks the guarantee per victim (_still_at_guarantee against the usage "
+                          "before any victim is released), so two victims that each keep the borrower at its "
+                          "guarantee are preempted together and take it below (5 -> 3 GPUs, guarantee 4)",
+                   strict=True)
+def test_reclaim_never_takes_a_borrower_below_its_guarantee_with_several_victims():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 8), quota("b", 4, 8))
+    for name, gpus, node, t in (("a1", 1, "n0", 0), ("a2", 1, "n0", 1), ("a3", 3, "n1", 2)):
+        submit(st, job(name, "a", gpus=gpus, workers=1, t=t))
+        st.start(name, [node], t)
+    assert usage_gpus(st, "a") == 5  # borrows 1
+    # b (guarantee 4, using nothing) needs a whole node: only preempting a1 AND a2 frees one.
+    submit(st, job("b1", "b", gpus=1, workers=4, placement="strict_pack", t=5))
+    c = cycle(st, 10)
+    assert usage_gpus(st, "a") >= 4, f"a taken below its guarantee by {sorted(preempted(c))}"
+
+
+def test_reclaim_only_for_work_within_the_guarantee():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 8), quota("b", 4, 8))
+    submit(st, job("a1", "a", gpus=1, workers=4), job("a2", "a", gpus=1, workers=4, t=1))
+    cycle(st, 0)
+    submit(st, job("b-big", "b", gpus=1, workers=8, t=2))  # 8 > b's guarantee of 4: may not reclaim
+    c = cycle(st, 2)
+    assert preempted(c) == {} and admitted(c) == {}
+
+
+def test_no_reclaim_under_the_fifo_baselines():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 8), quota("b", 4, 8), policy=POLICIES["fifo-backfill"])
+    submit(st, job("a1", "a", gpus=1, workers=4), job("a2", "a", gpus=1, workers=4, t=1))
+    cycle(st, 0)
+    submit(st, job("b1", "b", gpus=1, workers=4, t=2))
+    assert preempted(cycle(st, 2)) == {}
+
+
+# -- priority preemption ----------------------------------------------------------------------
+
+def test_priority_preemption_takes_the_lowest_priority_newest_job_first():
+    st = state(cluster(nodes=1, gpus=4))
+    submit(st, job("mid", gpus=1, workers=2, priority=1))
+    cycle(st, 0)
+    submit(st, job("low-old", gpus=1, workers=1, t=1))
+    cycle(st, 1)
+    submit(st, job("low-new", gpus=1, workers=1, t=5))
+    cycle(st, 5)
+    assert st.ledger.total_free[GPU] == 0
+
+    submit(st, job("urgent", gpus=1, workers=1, priority=9, t=10))
+    c = cycle(st, 10)
+    assert set(preempted(c)) == {"low-new"}
+    assert "higher-priority job urgent (priority 9 > 0)" in preempted(c)["low-new"].reason
+    assert set(admitted(c)) == {"urgent"}
+
+
+def test_priority_preemption_frees_the_lowest_priority_jobs_before_higher_ones():
+    st = state(cluster(nodes=1, gpus=4))
+    for i, (name, prio) in enumerate((("mid", 1), ("low-a", 0), ("low-b", 0))):
+        submit(st, job(name, gpus=1, workers=2 if name == "mid" else 1, priority=prio, t=i))
+        cycle(st, i)
+    submit(st, job("urgent", gpus=1, workers=2, priority=9, t=10))
+    c = cycle(st, 10)
+    assert set(preempted(c)) == {"low-a", "low-b"}  # two priority-0 jobs, not the priority-1 one
+    assert set(admitted(c)) == {"urgent"} and "mid" in st.running
+
+
+def test_priority_preemption_gives_back_victims_it_did_not_need():
+    st = state(cluster(nodes=1, gpus=4))
+    for i, (name, workers, prio) in enumerate((("mid", 2, 1), ("low", 1, 0), ("top", 1, 9))):
+        submit(st, job(name, gpus=1, workers=workers, priority=prio, t=i))
+        cycle(st, i)
+    submit(st, job("urgent", gpus=1, workers=2, priority=9, t=10))
+    c = cycle(st, 10)
+    # "low" is tried first but does not free enough; "mid" alone does, so "low" keeps running.
+    assert set(preempted(c)) == {"mid"}
+    assert set(admitted(c)) == {"urgent"} and "low" in st.running
+
+
+def test_equal_priority_never_preempts():
+    st = state(cluster(nodes=1, gpus=4))
+    submit(st, job("first", gpus=1, workers=4))
+    cycle(st, 0)
+    submit(st, job("second", gpus=1, workers=4, t=1))
+    c = cycle(st, 100)
+    assert preempted(c) == {} and admitted(c) == {}
+
+
+@pytest.mark.xfail(reason="BUG: the tenant-max check runs before preemption and counts the tenant's own "
+                          "lower-priority jobs as in use, so a tenant at its max can never preempt within itself "
+                          "(wait reason: 'at its max GPU ... waits for the tenant's own jobs to finish')",
+                   strict=True)
+def test_priority_preemption_within_a_tenant_at_its_max():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 4))
+    submit(st, job("low", "a", gpus=1, workers=4))
+    cycle(st, 0)
+    submit(st, job("urgent", "a", gpus=1, workers=4, priority=9, t=1))
+    c = cycle(st, 5)
+    assert set(preempted(c)) == {"low"} and set(admitted(c)) == {"urgent"}
+
+
+def test_priority_preemption_frees_only_what_the_job_needs():
+    st = state(cluster(nodes=2, gpus=4))
+    submit(st, *(job(f"low{i}", gpus=1, workers=2, t=i) for i in range(4)))
+    cycle(st, 0)
+    submit(st, job("hi", gpus=1, workers=2, priority=1, t=10))
+    c = cycle(st, 10)
+    assert len(preempted(c)) == 1
+    assert set(admitted(c)) == {"hi"}
+    assert len(st.running) == 4
+
+
+# -- reservation and backfill ---------------------------------------------------------------------
+
+def test_the_first_blocked_job_gets_a_sticky_reservation_that_backfill_may_not_use():
+    st = state(cluster(nodes=3, gpus=4))
+    for i, node in enumerate(("n0", "n1", "n2")):  # every node partly used: no node is whole
+        submit(st, job(f"x{i}", gpus=1, workers=1, t=0))
+        st.start(f"x{i}", [node], 0)
+    submit(st, job("big", gpus=4, workers=2, t=2), job("small", gpus=1, workers=1, t=3))
+    c = cycle(st, 2)
+    res = reserves(c)
+    assert [r.job_id for r in res] == ["big"] and st.reservation == res[0]
+    assert res[0].nodes == {"n0": {GPU: 4}, "n1": {GPU: 4}}
+    assert admitted(c) == {"small": ("n2",)}  # backfilled, but only outside the reservation
+    assert "capacity is held for" not in c.waits["big"]
+
+    submit(st, job("small2", gpus=1, workers=3, t=4))
+    c = cycle(st, 4)
+    assert reserves(c) == [] and st.reservation.job_id == "big"  # sticky: not re-decided each cycle
+    assert admitted(c) == {} and "capacity is held for big" in c.waits["small2"]
+    assert st.ledger.total_free[GPU] == 8  # 8 free GPUs, 3 asked: only the reservation stops it
+
+    st.finish("x0"), st.finish("x1")
+    c = cycle(st, 5)
+    assert admitted(c) == {"big": ("n0", "n1")}
+    # The holder is admitted, its reservation cleared, and the next blocked job reserves in turn.
+    assert reserves(c) == [Reserve(None), Reserve("small2", {"n2": {GPU: 3}})]
+    assert st.reservation.job_id == "small2"
+
+
+def test_reservation_holds_capacity_where_pack_would_backfill():
+    st = state(cluster(nodes=3, gpus=4))
+    for i, node in enumerate(("n0", "n1", "n2")):
+        submit(st, job(f"x{i}", gpus=1, workers=1, t=0))
+        st.start(f"x{i}", [node], 0)
+    submit(st, job("big", gpus=4, workers=2, t=1), job("small", gpus=1, workers=1, t=2))
+    c = cycle(st, 1)
+    assert st.reservation.nodes == {"n0": {GPU: 4}, "n1": {GPU: 4}}  # most free first, then by id
+    assert admitted(c) == {"small": ("n2",)}  # pack alone would pick n0 (first of the equally busy)
+
+
+def test_without_reservation_backfill_takes_any_free_capacity():
+    st = state(cluster(nodes=3, gpus=4), policy=replace(Policy(), reserve=False))
+    for i, node in enumerate(("n0", "n1", "n2")):
+        submit(st, job(f"x{i}", gpus=1, workers=1, t=0))
+        st.start(f"x{i}", [node], 0)
+    submit(st, job("big", gpus=4, workers=2, t=1), job("small", gpus=1, workers=1, t=2))
+    c = cycle(st, 1)
+    assert reserves(c) == [] and admitted(c) == {"small": ("n0",)}
+
+
+@pytest.mark.parametrize(("policy", "small_starts"), [("fifo", False), ("fifo-backfill", True)])
+def test_fifo_stops_at_the_first_blocked_job_fifo_backfill_does_not(policy, small_starts):
+    st = state(cluster(nodes=2, gpus=4), policy=POLICIES[policy])
+    submit(st, job("x", gpus=1, workers=2))
+    cycle(st, 0)
+    submit(st, job("big", gpus=4, workers=2, t=1), job("small", gpus=1, workers=1, priority=9, t=2))
+    c = cycle(st, 2)
+    assert ("small" in admitted(c)) is small_starts
+    assert "big" not in admitted(c) and reserves(c) == []
+
+
+def test_fifo_ignores_priority_and_tenant_share():
+    st = state(cluster(nodes=1, gpus=4), policy=POLICIES["fifo"])
+    submit(st, job("old", gpus=1, workers=4, t=0), job("urgent", gpus=1, workers=4, priority=9, t=1))
+    assert [j.id for j in queue_order(st)] == ["old", "urgent"]
+    assert set(admitted(cycle(st, 1))) == {"old"}
+
+
+# -- rejections at submit ---------------------------------------------------------------------------
+
+def test_submit_rejects_what_can_never_run_with_the_reason():
+    ledger = cluster(nodes=2, gpus=4)
+    add(ledger, "v100", gpus=2, labels={LABEL_ACCELERATOR: "V100"})
+    st = state(ledger, quota("a"))
+    unknown = st.submit(job("u", "nobody", gpus=1, workers=1))
+    assert "unknown tenant 'nobody'" in unknown.reason and "known tenants: a" in unknown.reason
+    huge = st.submit(job("h", "a", gpus=1, workers=11))
+    assert "larger than the cluster" in huge.reason and "at most 10" in huge.reason
+    too_wide = st.submit(job("w", "a", gpus=8, workers=1))
+    assert "largest matching node" in too_wide.reason
+    no_label = st.submit(job("l", "a", gpus="1(A100)", workers=1))
+    assert "ray.io/accelerator-type=A100" in no_label.reason
+    v100 = st.submit(job("v", "a", gpus="1(V100)", workers=3))
+    assert "at most 2" in v100.reason  # only the V100 node counts
+    assert len(st.queue) == 0
+    assert st.submit(job("ok", "a", gpus="1(V100)", workers=2)) is None
+
+
+def test_submit_checks_could_ever_fit_against_the_current_nodes():
+    ledger = cluster(nodes=1, gpus=4)
+    st = state(ledger)
+    assert st.submit(job("j8", gpus=1, workers=8)) is not None
+    add(ledger, "n1", gpus=4)  # a node joins: the cached answer must not stick
+    assert st.submit(job("j8", gpus=1, workers=8)) is None
+
+
+# -- elastic gangs ----------------------------------------------------------------------------------
+
+def test_max_workers_takes_more_workers_when_they_fit():
+    st = state(cluster(nodes=2, gpus=4))
+    submit(st, job("elastic", gpus=1, workers=2, max_workers=6))
+    c = cycle(st)
+    assert len(admitted(c)["elastic"]) == 6
+    submit(st, job("elastic2", gpus=1, workers=2, max_workers=6, t=1))
+    assert len(admitted(cycle(st, 1))["elastic2"]) == 2  # only 2 left: the minimum
+
+
+@pytest.mark.xfail(reason="BUG: admission checks the tenant max for `workers` but admits `max_workers` "
+                          "(_Cycle._over_max uses job.total; _place tries max_workers first)", strict=True)
+def test_max_workers_never_takes_a_tenant_over_its_max():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 0, 4))
+    submit(st, job("elastic", "a", gpus=1, workers=2, max_workers=6))
+    c = cycle(st)
+    assert 2 <= len(admitted(c)["elastic"]) <= 4
+    assert usage_gpus(st, "a") <= 4
+
+
+# -- cancel and the reservation -------------------------------------------------------------------
+
+def test_a_cancelled_reservation_holder_releases_its_reservation():
+    st = state(cluster(nodes=2, gpus=4))
+    submit(st, job("x", gpus=1, workers=1))
+    st.start("x", ["n0"], 0)
+    submit(st, job("big", gpus=4, workers=2, t=1), job("small", gpus=1, workers=1, t=2))
+    c = cycle(st, 1)
+    assert st.reservation.job_id == "big" and admitted(c) == {}
+    st.cancel("big")
+    c = cycle(st, 2)
+    assert Reserve(None) in c.decisions and st.reservation is None
+    assert set(admitted(c)) == {"small"}
+
+
+@pytest.mark.xfail(reason="BUG: a reservation held by an equal-priority job that comes LATER in queue order "
+                          "is kept; when that holder starts, the next blocked job of the same cycle takes the "
+                          "reservation, never the gang tried earlier in the cycle (see the starvation tests)",
+                   strict=True)
+def test_the_reservation_goes_to_the_first_blocked_job_in_queue_order():
+    st = state(cluster(nodes=1, gpus=2))
+    for i in range(2):
+        submit(st, job(f"x{i}", "a", gpus=1, workers=1, t=i))
+        st.start(f"x{i}", ["n0"], i)
+    submit(st, job("s1", "a", gpus=1, workers=1, t=2))
+    cycle(st, 2)
+    assert st.reservation.job_id == "s1"
+    # b uses nothing, so its 2-GPU gang comes before a's jobs in queue order.
+    submit(st, job("big", "b", gpus=1, workers=2, t=3), job("s2", "a", gpus=1, workers=1, t=3))
+    assert [j.id for j in queue_order(st)][0] == "big"
+    st.finish("x0")
+    cycle(st, 4)  # s1 (the holder) starts on the freed GPU
+    assert st.reservation is not None and st.reservation.job_id == "big"
+
+
+def test_tenant_quota_in_cpus():
+    st = ClusterState(cluster(nodes=2, gpus=0, cpus=8),
+                      {"cpu": TenantQuota("cpu", Resources({CPU: 4}), Resources({CPU: 6}))})
+    submit(st, job("c1", "cpu", gpus=None, cpus=2, workers=2), job("c2", "cpu", gpus=None, cpus=2, workers=2, t=1))
+    c = cycle(st)
+    assert set(admitted(c)) == {"c1"} and "max CPU: 4 in use + 4 asked > max 6" in c.waits["c2"]
+
+
+# -- starvation ------------------------------------------------------------------------------------
+# Starvation: a 64-GPU gang behind an endless stream of 1-GPU jobs starts within a bounded delay.
+#
+# An 8-node x 8-GPU cluster is kept full by 1-GPU jobs of duration D that arrive faster than they
+# finish (one a second against 64 / D a second). At time T a 64-GPU gang arrives. Under the cuberay
+# policy the gang reserves the cluster and starts once the jobs running at T have finished, within
+# about D. Under the baselines without a reservation every GPU that frees is backfilled by a small
+# job at once, so the gang never sees 64 free GPUs: the same loop shows it still waiting after 15 D.
+
+D = 100          # seconds each small job runs
+ARRIVE_EVERY = 1  # one small job a second: 100 per D, against 64 per D the cluster can serve
+T_BIG = 3 * D     # the gang arrives once the stream is in its steady state (staggered finishes)
+SLACK = 3         # the clock ticks in whole seconds
+
+
+def run_stream(policy: Policy, horizon: float, big_tenant: str = "research") -> tuple[float | None, int, ClusterState]:
+    """Drive ClusterState + schedule with a one-second clock.
+
+    Returns when the big gang started (None: not within ``horizon``), how many small jobs were
+    queued when it arrived, and the final state.
+    """
+    st = ClusterState(cluster(nodes=8, gpus=8, cpus=64),
+                      {"stream": TenantQuota("stream"), "research": TenantQuota("research")}, policy)
+    finishes: list[tuple[float, str]] = []
+    backlog = n = now = 0
+    while now <= horizon:
+        while finishes and finishes[0][0] <= now:
+            st.finish(heapq.heappop(finishes)[1])
+        if now % ARRIVE_EVERY == 0:
+            n += 1
+            assert st.submit(job(f"s{n}", "stream", gpus=1, workers=1, t=now)) is None
+        if now == T_BIG:
+            backlog = len(st.queue)
+            assert st.submit(job("big", big_tenant, gpus=1, workers=64, t=now)) is None
+        c = schedule(st, now)
+        st.apply(c.decisions, now)
+        for d in c.admitted:
+            if d.job_id == "big":
+                return now, backlog, st
+            heapq.heappush(finishes, (now + D, d.job_id))
+        now += 1
+    return None, backlog, st
+
+
+def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_of_its_own_tenant_starts_within_a_bounded_delay():
+    # Same tenant, same priority: the gang is served in age order, after the small jobs queued before it
+    # (they start as GPUs free, 64 per D), then it reserves the cluster and waits at most D more.
+    started, backlog, st = run_stream(Policy(), horizon=T_BIG + 10 * D, big_tenant="stream")
+    assert backlog > 64  # the stream really outran the cluster
+    assert started is not None, "the 64-GPU gang never started"
+    bound = backlog * D / 64 + D + SLACK
+    assert D < started - T_BIG <= bound
+    assert len(st.queue) > 0  # and the stream was still queueing behind it
+
+
+@pytest.mark.xfail(reason="BUG: the sticky reservation is handed from one 1-GPU stream job to the next; the "
+                          "gang ordered before them (tenant share) is tried first in each cycle, finds the "
+                          "reservation taken by an equal-priority job and never gets it", strict=True)
+def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_about_d():
+    # The gang's tenant uses nothing, so it comes first in queue order: it should reserve the cluster
+    # at once and start when the jobs running at T_BIG have finished.
+    started, _, st = run_stream(Policy(), horizon=T_BIG + 5 * D)
+    assert started is not None, "the 64-GPU gang never started"
+    assert D / 2 < started - T_BIG <= D + SLACK
+
+
+@pytest.mark.parametrize("big_tenant", ["stream", "research"])
+@pytest.mark.parametrize("policy", [POLICIES["fifo-backfill"], replace(Policy(), reserve=False)],
+                         ids=["fifo-backfill", "cuberay-without-reservation"])
+def test_without_a_reservation_the_gang_starves(policy, big_tenant):
+    started, _, st = run_stream(policy, horizon=T_BIG + 15 * D, big_tenant=big_tenant)
+    assert started is None, f"started after {started - T_BIG}s"
+    assert "big" in st.queue
+    assert st.ledger.total_free["GPU"] < 64  # small jobs kept the cluster busy all along

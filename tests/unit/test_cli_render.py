@@ -1,0 +1,265 @@
+"""Rendering of the platform's records and the exit codes of the job commands (no Ray).
+
+The commands are run through ``cuberay.cli.main`` with the client's functions
+replaced by stand-ins that return real records: the unit tier cannot start
+Ray, and what is checked here is the CLI's side of the contract (which record
+goes where, in which format, with which exit code). The same commands run
+against a real controller in tests/integration/test_cli.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cuberay.cli import main, views
+from cuberay.cli.output import Format, emit
+from cuberay.errors import AdmissionError, NotFoundError, PlatformNotRunningError, SpecError
+from cuberay.platform import client
+from cuberay.platform.client import JobRef, QueueEntry, TenantUsage
+from cuberay.platform.states import JobState
+from cuberay.platform.store import JobRecord, Store
+
+NOW = 1_700_000_000.0
+GiB = 2**30
+
+
+def record(job_id: str = "vision-digits-ddp-1", state: JobState = JobState.RUNNING, **kw: Any) -> JobRecord:
+    values: dict[str, Any] = dict(
+        id=job_id, tenant="vision", name="digits-ddp", kind="TrainJob", user="alice",
+        spec={"kind": "TrainJob", "spec": {"workers": 2, "resources": {"cpu": "1", "memory": "1Gi"}}},
+        state=state, priority=10, submit_time=NOW - 300, seq=1, start_time=NOW - 120, gpus=2.0)
+    values.update(kw)
+    return JobRecord(**values)
+
+
+def entry(job_id: str, position: int | None, tenant: str = "vision", reason: str = "") -> QueueEntry:
+    state = JobState.RUNNING if position is None else JobState.QUEUED
+    return QueueEntry(job_id=job_id, tenant=tenant, name=job_id, kind="Task", state=state, position=position,
+                      reason=reason, gpus=0.5, workers=3, age_s=7300.0)
+
+
+USAGE = TenantUsage(name="vision", guaranteed={"GPU": 2.0, "CPU": 2.0, "memory": 4.0 * GiB},
+                    max={"CPU": 4.0, "memory": 8.0 * GiB, "GPU": 4.0}, in_use={"CPU": 3.0},
+                    borrowed={"CPU": 1.0}, running=1, queued=2)
+SCAVENGER = TenantUsage(name="research", guaranteed={}, max=None, in_use={}, borrowed={}, running=0, queued=0)
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # rich wraps tables to the terminal width (80 without a terminal); these tests read whole cells.
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(client, "current_user", lambda: "alice")
+
+
+# ------------------------------------------------------------------ views
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (None, "-"), (-3, "0s"), (0, "0s"), (59.9, "59s"), (60, "1m"), (3599, "59m"), (7200, "2h"),
+    (86399, "23h"), (3 * 86400 + 5, "3d"),
+])
+def test_span_is_kubectl_style(seconds: float | None, text: str) -> None:
+    assert views.span(seconds) == text
+
+
+def test_job_row_has_age_runtime_and_gpus() -> None:
+    row = views.job_row(record(gpus=0.5), now=NOW)
+    assert row == {"job": "vision-digits-ddp-1", "tenant": "vision", "name": "digits-ddp", "kind": "TrainJob",
+                   "state": "RUNNING", "gpus": "0.5", "age": "5m", "runtime": "2m", "user": "alice"}
+    ended = views.job_row(record(state=JobState.SUCCEEDED, end_time=NOW - 60, gpus=2.0), now=NOW)
+    assert (ended["runtime"], ended["gpus"]) == ("1m", "2")
+    queued = views.job_row(record(state=JobState.QUEUED, start_time=None), now=NOW)
+    assert queued["runtime"] == "-"
+
+
+def test_queue_rows_group_tenants_running_first_then_by_position() -> None:
+    rows = views.queue_rows([entry("v-late", 2, reason="behind v-first"), entry("r-run", None, "research"),
+                             entry("v-first", 1, reason="vision at its max quota (CPU=4)"), entry("v-run", None)])
+    assert [r["job"] for r in rows] == ["r-run", "v-run", "v-first", "v-late"]
+    assert [r["position"] for r in rows] == ["-", "-", "1", "2"]
+    assert rows[2]["reason"] == "vision at its max quota (CPU=4)"
+    assert rows[0]["reason"] == "-" and rows[0]["age"] == "2h" and rows[0]["gpus"] == "0.5"
+
+
+def test_tenant_rows_show_quota_in_the_spec_grammar() -> None:
+    vision, research = views.tenant_rows([USAGE, SCAVENGER])
+    assert vision == {"tenant": "vision", "guaranteed": "CPU=2, memory=4Gi, GPU=2",
+                      "max": "CPU=4, memory=8Gi, GPU=4", "in_use": "CPU=3", "borrowed": "CPU=1",
+                      "running": "1", "queued": "2"}
+    assert (research["guaranteed"], research["max"], research["in_use"]) == ("none", "unlimited", "none")
+
+
+def test_json_of_records_is_their_model_dump(capsys: pytest.CaptureFixture[str]) -> None:
+    records = [record(), record("vision-digits-ddp-2", JobState.QUEUED, seq=2, start_time=None)]
+    emit(records, Format.json)
+    assert json.loads(capsys.readouterr().out) == [r.model_dump(mode="json") for r in records]
+
+
+def test_json_and_yaml_of_dataclasses_keep_every_field(capsys: pytest.CaptureFixture[str]) -> None:
+    entries = [entry("a", None), entry("b", 1, reason="quota")]
+    emit(views.plain(entries), Format.json)
+    as_json = json.loads(capsys.readouterr().out)
+    emit(views.plain([USAGE, SCAVENGER]), Format.yaml)
+    as_yaml = yaml.safe_load(capsys.readouterr().out)
+    assert as_json[1] == {"job_id": "b", "tenant": "vision", "name": "b", "kind": "Task", "state": "QUEUED",
+                          "position": 1, "reason": "quota", "gpus": 0.5, "workers": 3, "age_s": 7300.0}
+    assert as_yaml[0]["guaranteed"] == {"GPU": 2.0, "CPU": 2.0, "memory": 4.0 * GiB}
+    assert as_yaml[1]["max"] is None
+
+
+# ------------------------------------------------------------------ commands (client stand-ins)
+
+
+class FakePlatform:
+    """Answers the client calls the job commands make, from real records."""
+
+    def __init__(self, states: list[JobState], message: str | None = None) -> None:
+        self.states = list(states)
+        self.message = message
+        self.submitted: list[tuple[str, str | None, str | None]] = []
+
+    def install(self, mp: pytest.MonkeyPatch) -> None:
+        mp.setattr(client, "submit", self.submit)
+        mp.setattr(client, "status", self.status)
+        mp.setattr(client, "queue", lambda tenant=None: [entry("vision-digits-ddp-1", 1, reason="vision at max")])
+        mp.setattr(client, "cancel", lambda job: self.status(job, JobState.CANCELLED))
+
+    def submit(self, path: Any, tenant: str | None = None, *, user: str | None = None) -> JobRef:
+        self.submitted.append((str(path), tenant, user))
+        return JobRef(id="vision-digits-ddp-1", tenant="vision", name="digits-ddp")
+
+    def status(self, job: Any, state: JobState | None = None) -> JobRecord:
+        if job != "vision-digits-ddp-1":
+            raise NotFoundError(f"no job has the id or name {job!r}")
+        state = state or (self.states.pop(0) if len(self.states) > 1 else self.states[0])
+        terminal = state.is_terminal
+        return record(state=state, end_time=NOW if terminal else None, message=self.message if terminal else None)
+
+
+def test_submit_prints_the_id_and_next_steps(monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    fake = FakePlatform([JobState.QUEUED])
+    fake.install(monkeypatch)
+    assert main(["submit", "configs/jobs/train-ddp.yaml", "--tenant", "vision"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "Job 'vision-digits-ddp-1' submitted"
+    for line in ("Next steps", "cuberay status vision-digits-ddp-1", "cuberay logs vision-digits-ddp-1 -f",
+                 "cuberay cancel vision-digits-ddp-1"):
+        assert line in err
+    assert fake.submitted == [("configs/jobs/train-ddp.yaml", "vision", "alice")]
+
+
+@pytest.mark.parametrize(("end", "code"), [
+    (JobState.SUCCEEDED, 0), (JobState.CANCELLED, 0), (JobState.FAILED, 1), (JobState.REJECTED, 3),
+])
+def test_submit_wait_exit_code_follows_the_end_state(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str],
+                                                     end: JobState, code: int) -> None:
+    FakePlatform([JobState.QUEUED, JobState.RUNNING, end], message="boom" if code else None).install(monkeypatch)
+    monkeypatch.setattr("cuberay.cli.progress.POLL_S", 0.0)
+    monkeypatch.setattr("cuberay.cli.progress.time.sleep", lambda _s: None)
+    assert main(["submit", "x.yaml", "--wait", "-o", "json"]) == code
+    out, err = capsys.readouterr()
+    assert json.loads(out)["state"] == end.value  # stdout holds the record and nothing else
+    assert "QUEUED (position 1): vision at max" in err and f": {end.value}" in err
+    if end == JobState.FAILED:
+        assert "FAILED: boom" in err and "cuberay logs vision-digits-ddp-1" in err
+
+
+def test_status_json_is_the_record_only(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    FakePlatform([JobState.RUNNING]).install(monkeypatch)
+    assert main(["status", "vision-digits-ddp-1", "-o", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == record().model_dump(mode="json")
+    assert err == ""
+
+
+def test_status_table_is_field_value(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    FakePlatform([JobState.RUNNING]).install(monkeypatch)
+    assert main(["status", "vision-digits-ddp-1"]) == 0
+    out = capsys.readouterr().out
+    assert "FIELD" in out and "RUNNING" in out and "digits-ddp" in out
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (NotFoundError("no job has the id 'nope'"), 4),
+    (SpecError("bad spec"), 2),
+    (AdmissionError("over quota"), 3),
+    (PlatformNotRunningError("no controller; run `cuberay up`"), 1),
+])
+def test_errors_map_to_exit_codes_without_a_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       error: Exception, code: int) -> None:
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise error
+
+    for name in ("cancel", "status", "queue", "tenants", "submit"):
+        monkeypatch.setattr(client, name, refuse)
+    for argv in (["cancel", "nope"], ["status", "nope"], ["queue"], ["tenants"], ["submit", "x.yaml"]):
+        assert main(argv) == code, argv
+        err = capsys.readouterr().err
+        assert str(error) in err and "Traceback" not in err
+
+
+def test_queue_and_tenants_tables(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(client, "queue", lambda tenant=None: [entry("v-run", None), entry("v-wait", 1, reason="q")])
+    monkeypatch.setattr(client, "tenants", lambda: [USAGE, SCAVENGER])
+    assert main(["queue"]) == 0
+    out = capsys.readouterr().out
+    assert "POSITION" in out and "REASON" in out and "v-wait" in out
+    assert main(["tenants", "-o", "json"]) == 0
+    assert [t["name"] for t in json.loads(capsys.readouterr().out)] == ["vision", "research"]
+    assert main(["tenants"]) == 0
+    out = capsys.readouterr().out
+    assert "GUARANTEED" in out and "BORROWED" in out and "unlimited" in out and "CPU=2, memory=4Gi, GPU=2" in out
+
+
+# ------------------------------------------------------------------ history export (a real SQLite store)
+
+
+def _platform_file(tmp_path: Path) -> Path:
+    storage = tmp_path / "storage"
+    text = (Path(__file__).resolve().parents[2] / "configs" / "platform.yaml").read_text()
+    path = tmp_path / "platform.yaml"
+    path.write_text(text.replace("storage: ~/.cuberay", f"storage: {storage}"))
+    return path
+
+
+def test_history_export_writes_finished_jobs_as_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plat = _platform_file(tmp_path)
+    (tmp_path / "storage").mkdir()
+    with Store(f"sqlite:///{tmp_path / 'storage' / 'cuberay.db'}") as store:
+        store.add_job(record("vision-a-1", JobState.SUCCEEDED, submit_time=100.0, start_time=110.0, end_time=150.0))
+        store.add_job(record("vision-b-1", JobState.FAILED, name="b", submit_time=130.0, start_time=131.0,
+                             end_time=132.5))
+        store.add_job(record("vision-c-1", JobState.RUNNING, name="c", submit_time=140.0, start_time=141.0))
+    out = tmp_path / "trace.csv"
+    assert main(["history", "export", "--platform", str(plat), "-o", str(out)]) == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert [(r["submit_time"], r["duration"], r["workers"], r["cpus"], r["tenant"]) for r in rows] == [
+        ("0", "40", "2", "1", "vision"), ("30", "1.5", "2", "1", "vision")]
+    assert "exported 2 finished job(s)" in capsys.readouterr().err
+    assert main(["history", "export", "--platform", str(plat)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("submit_time,duration")
+
+
+def test_history_export_without_a_database_is_not_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "export", "--platform", str(_platform_file(tmp_path))]) == 4
+    assert "cuberay up" in capsys.readouterr().err
+    assert main(["history", "export", "--platform", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_every_platform_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("up", "down", "tenants", "demo", "submit", "run", "queue", "status", "logs", "cancel"):
+        assert main([command, "--help"]) == 0, command
+    assert main(["history", "export", "--help"]) == 0
+    capsys.readouterr()
+    assert main(["submit", "--help"]) == 0
+    assert "--wait" in capsys.readouterr().out
