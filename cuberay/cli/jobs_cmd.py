@@ -46,7 +46,7 @@ def submit(
     output: Format = _output(),
 ) -> None:
     """Queue the job in FILE and print its id. Exit 2 on a spec error, 3 if admission refuses it."""
-    ref = client.submit(str(file), tenant, user=client.current_user())
+    ref = client.submit(file, tenant, user=client.current_user())
     err = error_console()
     if output == Format.table:
         print(f"Job '{ref.id}' submitted")
@@ -98,7 +98,7 @@ def run(
         # Plain lines: a Ray Job's log is a file, not a terminal.
         print(f"{record.id}: {progress.waiting_line(record, entry)}", flush=True)
 
-    record = client.run(str(file), tenant, user=client.current_user(), on_wait=on_wait)
+    record = client.run(file, tenant, user=client.current_user(), on_wait=on_wait)
     print(f"Job '{record.id}' {JobState(record.state).value.lower()}", flush=True)
     raise_for_end(record)
 

@@ -15,6 +15,7 @@ from cuberay.cli import app, views
 from cuberay.cli.output import Format, emit, error_console
 from cuberay.errors import JobFailedError
 from cuberay.platform import client
+from cuberay.platform.states import JobState
 
 
 @app.command()
@@ -63,53 +64,82 @@ def tenants(
 def demo(
     platform: Optional[Path] = typer.Option(
         None, "--platform", "-p", metavar="FILE", help="Platform file (default: configs/platform.yaml)."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Give up (and shut down) after this many seconds."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Cancel what is left (and shut down) after this "
+                                                            "many seconds."),
 ) -> None:
     """Start a local platform, run three example jobs while showing the queue, print results, shut down.
 
     Submits a 2-worker DDP TrainJob (an MLP on sklearn's digits), a command-mode
-    Task, and a job that must wait for its tenant's quota. Exit 1 if a job failed.
+    Task, and a job that must wait for its tenant's quota. Runs in a scratch
+    directory: a platform started with `cuberay up` is left alone. Exit 1 if a
+    job did not succeed.
     """
-    from cuberay.platform import demo as demo_run
+    from cuberay.platform import demo as scenario
 
     err = error_console()
     started = time.monotonic()
-    with Live(Text("starting a local Ray head and the cuberay controller ..."), console=err,
-              refresh_per_second=4, transient=False) as live:
-        def show(snapshot: demo_run.Snapshot) -> None:
-            live.update(_demo_view(snapshot, time.monotonic() - started))
-
-        result = demo_run.run_demo(platform_file=str(platform) if platform else None, on_tick=show,
-                                   timeout_s=timeout)
-    emit(_result_rows(result), Format.table, columns=("job", "tenant", "kind", "state", "runtime", "result"),
+    if err.is_terminal:
+        with Live(Text("starting a local Ray head and the cuberay controller ..."), console=err,
+                  refresh_per_second=4, transient=True) as live:
+            result = scenario.run_demo(platform_file=str(platform) if platform else None, timeout_s=timeout,
+                                       on_tick=lambda snap: live.update(_demo_view(snap)))
+    else:  # a log, not a screen: one line per change
+        err.print("starting a local Ray head and the cuberay controller ...")
+        result = scenario.run_demo(platform_file=str(platform) if platform else None, timeout_s=timeout,
+                                   on_tick=_demo_lines(err))
+    emit(_result_rows(result), Format.table, columns=("job", "state", "waited", "runtime", "result"),
          title="cuberay demo: results")
-    print(f"Ray dashboard (while it ran): {result.dashboard_url}")
     if result.accuracy is not None:
         print(f"digits DDP test accuracy: {result.accuracy:.3f}")
+    print(f"Ray dashboard (while the demo ran): {result.dashboard_url}")
     if result.metrics_seen:
         print(f"cuberay metrics on Ray's Prometheus endpoint: {', '.join(result.metrics_seen)}")
-    err.print(f"demo took {views.span(time.monotonic() - started)} "
-              f"({time.monotonic() - started:.0f} s); the platform is shut down.", highlight=False)
+    err.print(f"demo took {time.monotonic() - started:.0f} s; the platform is shut down.", highlight=False)
     if result.failed:
-        raise JobFailedError(f"demo job(s) did not succeed: {', '.join(result.failed)}; "
-                             f"rerun with CUBERAY_DEBUG=1 or read the logs in the results above")
+        raise JobFailedError(f"demo job(s) did not succeed: {', '.join(result.failed)}; the results table "
+                             f"shows why (run again with CUBERAY_DEBUG=1 for details)")
 
 
-def _demo_view(snapshot, elapsed_s: float):
-    """The live queue table plus a line of context (what the demo waits for)."""
-    rows = views.queue_rows(snapshot.queue)
-    done = [f"{r.id}: {r.state.value}" for r in snapshot.finished]
-    parts = [views.table(rows, views.QUEUE_COLUMNS, title=f"cuberay queue  ({views.span(elapsed_s)})")]
+def _demo_view(snapshot):
+    """The live queue table, then the demo jobs that already ended."""
+    title = f"cuberay queue  ({views.span(snapshot.elapsed_s)})"
+    parts = [views.table(views.queue_rows(snapshot.queue), views.QUEUE_COLUMNS, title=title)]
+    done = [f"{r.id} {r.state.value}" for r in snapshot.records if r.state.is_terminal]
     if done:
         parts.append(Text("finished: " + ", ".join(done)))
-    parts.append(Text(snapshot.note, style="dim"))
     return Group(*parts)
+
+
+def _demo_lines(err):
+    """An on_tick that prints each demo job's state line when it changes."""
+    from cuberay.cli.progress import waiting_line
+
+    last: dict[str, str] = {}
+
+    def tick(snapshot) -> None:
+        entries = {e.job_id: e for e in snapshot.queue}
+        for record in snapshot.records:
+            line = waiting_line(record, entries.get(record.id))
+            if last.get(record.id) != line:
+                last[record.id] = line
+                err.print(f"{views.span(snapshot.elapsed_s):>4} {record.id}: {line}", highlight=False,
+                          soft_wrap=True)
+    return tick
 
 
 def _result_rows(result) -> list[dict[str, str]]:
     rows = []
     for record in result.records:
         row = views.job_row(record)
-        row["result"] = result.notes.get(record.id, record.message or "")
+        waited = None if record.start_time is None else record.start_time - record.submit_time
+        row["waited"] = views.span(waited)
+        if record.id in result.waited:
+            row["result"] = f"waited for: {result.waited[record.id]}"
+        elif record.state == JobState.SUCCEEDED and record.kind == "TrainJob" and result.accuracy is not None:
+            row["result"] = f"test accuracy {result.accuracy:.3f}"
+        elif record.state == JobState.SUCCEEDED:
+            row["result"] = "ok"
+        else:  # why it failed
+            row["result"] = record.message or record.reason or ""
         rows.append(row)
     return rows

@@ -40,9 +40,11 @@ def queue_entry(record: JobRecord) -> QueueEntry | None:
     return next((e for e in client.queue(record.tenant) if e.job_id == record.id), None)
 
 
-def watch(job_id: str, console: Console, *, poll_s: float = POLL_S,
-          read: Callable[[str], JobRecord] = client.status) -> JobRecord:
+def watch(job_id: str, console: Console, *, poll_s: float | None = None,
+          read: Callable[[str], JobRecord] | None = None) -> JobRecord:
     """Show ``job_id``'s progress on ``console`` until it is terminal; return its last record."""
+    read = read or client.status
+    poll_s = POLL_S if poll_s is None else poll_s
     started = time.monotonic()
     last = ""
     with console.status(f"{job_id}: submitted", spinner="dots") as spinner:

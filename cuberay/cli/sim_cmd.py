@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import typer
 
@@ -20,7 +20,7 @@ from cuberay.platform.specs import Platform, load_platform
 _HOURS = 3600.0
 
 # Table rows: (label, value of a report as text). One column per policy, so runs compare side by side.
-_METRICS: list[tuple[str, Any]] = [
+_METRICS: list[tuple[str, Callable[[Report], str]]] = [
     ("jobs", lambda r: f"{r.jobs:,}"),
     ("finished", lambda r: f"{r.finished:,}"),
     ("rejected", lambda r: f"{r.rejected:,}"),
@@ -36,7 +36,7 @@ _METRICS: list[tuple[str, Any]] = [
     ("decisions/s", lambda r: f"{r.decisions_per_s:,.0f}"),
     ("wall (s)", lambda r: f"{r.wall_s:.1f}"),
 ]
-_UNTIL_METRICS: list[tuple[str, Any]] = [
+_UNTIL_METRICS: list[tuple[str, Callable[[Report], str]]] = [
     ("queued at T", lambda r: f"{r.queued_at_end:,}"),
     ("running at T", lambda r: f"{r.running_at_end:,}"),
     ("GPUs allocated at T", lambda r: f"{100 * r.gpu_allocated_fraction:.1f}%"),
@@ -69,11 +69,12 @@ def sim(
     cluster: Optional[Path] = typer.Option(None, "--cluster", metavar="FILE", help="Heterogeneous nodes: a YAML "
                                            "file with nodes: [{name, count, resources, labels}] or a platform "
                                            "file (its node_pools)."),
-    platform: Optional[Path] = typer.Option(None, "--platform", metavar="FILE", help="Tenant quotas (and, "
-                                            "without --nodes/--cluster, node pools and scheduler settings) from "
-                                            "a platform file; default: guarantees proportional to GPU-time."),
+    platform: Optional[Path] = typer.Option(None, "--platform", metavar="FILE", help="Tenant quotas and the "
+                                            "cuberay policy's scheduler settings from a platform file (its "
+                                            "node_pools are the cluster unless --nodes/--cluster); default: "
+                                            "guarantees proportional to GPU-time, no caps."),
     policies: list[str] = typer.Option(["cuberay"], "--policy", help=f"Repeatable: {' | '.join(POLICIES)}; "
-                                       f"each runs on the same trace and prints one row."),
+                                       f"each replays the same trace (one table column or JSON object each)."),
     checkpoint_interval: str = typer.Option("30m", "--checkpoint-interval", help="A preempted job keeps progress "
                                             "up to its last checkpoint (0: none kept)."),
     restart_cost: str = typer.Option("60s", "--restart-cost", help="Allocated, useless time when a preempted "
@@ -82,7 +83,7 @@ def sim(
                                         "and queue length plots (needs matplotlib)."),
     output: Format = typer.Option(Format.table, "--output", "-o", help="table | json | yaml."),
 ) -> None:
-    """Replay TRACE on a simulated cluster with the real admission code; one row per policy."""
+    """Replay TRACE on a simulated cluster through the real admission code; compare policies side by side."""
     names = _policy_names(policies)
     ckpt, restart = seconds(checkpoint_interval, "--checkpoint-interval"), seconds(restart_cost, "--restart-cost")
     stop = None if until is None else seconds(until, "--until")

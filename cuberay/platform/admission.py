@@ -22,7 +22,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Union
 
-from cuberay.platform.ledger import Allocation, Ledger, workers_that_fit
+from cuberay.platform.ledger import Allocation, FitCounter, Ledger
 from cuberay.platform.placement import Placement, place, score_key, why_not
 from cuberay.platform.queue import Bucket, JobQueue, JobRequest
 from cuberay.platform.resources import Resources, format_resources
@@ -38,6 +38,7 @@ class Admit:
     job_id: str
     node_ids: tuple[str, ...]
     reason: str = "admitted"
+    protected: bool = False  # admitted as overdue or as the reservation holder: no LAS preemption
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ class Reserve:
 
     job_id: str | None
     nodes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    at: float = 0.0  # when the nodes were picked
 
 
 Decision = Union[Admit, Preempt, Reserve]
@@ -85,6 +87,8 @@ class RunningJob:
     start_time: float
     checkpoint_time: float | None = None     # last checkpoint the job reported
     checkpoint_every_s: float | None = None  # or: it checkpoints periodically from start_time
+    band_flip: float = float("inf")          # when its attained service crosses the LAS threshold
+    protected: bool = False                  # not a least-attained-service victim (it waited too long)
 
     def attained_at(self, now: float) -> float:
         return self.job.attained_gpu_s + self.job.gpus * max(0.0, now - self.start_time)
@@ -169,19 +173,30 @@ class ClusterState:
                 self.preempt(d.job_id, now)
         for d in decisions:
             if isinstance(d, Admit):
-                self.start(d.job_id, d.node_ids, now)
+                self.start(d.job_id, d.node_ids, now, protected=d.protected)
             elif isinstance(d, Reserve):
                 self.reservation = d if d.job_id else None
 
-    def start(self, job_id: str, node_ids: Iterable[str], now: float) -> RunningJob:
+    def start(self, job_id: str, node_ids: Iterable[str], now: float, *, protected: bool = False) -> RunningJob:
         job = self.queue.remove(job_id)
         alloc = self.ledger.allocate(job.id, job.worker, node_ids)
-        run = self.running[job.id] = RunningJob(job, alloc, now)
+        run = self.running[job.id] = RunningJob(job, alloc, now, protected=protected)
+        self.set_band_flip(run)
         self.running_by_tenant.setdefault(job.tenant, {})[job.id] = run
         _add(self.usage.setdefault(job.tenant, {}), alloc.total, 1.0)
         if self.reservation and self.reservation.job_id == job_id:
             self.reservation = None
         return run
+
+    def set_band_flip(self, run: RunningJob) -> None:
+        """Precompute when a running job leaves the first service band (cheap checks in the cycle)."""
+        t = self.policy.las_threshold_gpu_s
+        if t is None:
+            run.band_flip = float("inf")
+        elif run.job.gpus <= 0:
+            run.band_flip = float("inf") if run.job.attained_gpu_s < t else float("-inf")
+        else:
+            run.band_flip = run.start_time + (t - run.job.attained_gpu_s) / run.job.gpus
 
     def finish(self, job_id: str) -> RunningJob | None:
         run = self.running.pop(job_id, None)
@@ -258,17 +273,33 @@ class _Cycle:
         self.preemption_attempts_left = self.p.max_preemptions_per_cycle
         self.failed_preemptions: set[tuple] = set()
         self._lowest: int | None = None
-        res = state.reservation
-        self.reservation = res if res and res.job_id in state.queue else None
-        if state.reservation and not self.reservation:
-            self.decisions.append(Reserve(None))
+        starve = self.p.starve_after_s
+        self.starve_before = None if starve is None else now - starve
+        self.reservation = self._refresh_reservation(state.reservation)
+
+    def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
+        """Keep the holder; re-claim the capacity that is free now (see ``_reservation_nodes``)."""
+        holder = self.s.queue.get(res.job_id) if res and res.job_id else None
+        if holder is None:
+            if res is not None:
+                self.decisions.append(Reserve(None))
+            return None
+        nodes = _reservation_nodes(self.s.ledger, holder)
+        if nodes != res.nodes:
+            res = Reserve(holder.id, nodes, self.now)
+            self.decisions.append(res)
+        return res
 
     # ordering
     def key(self, b: Bucket, head: tuple[float, int, str]) -> tuple:
         if self.p.fifo:
             return (head[0], head[1])
+        # Jobs waiting longer than starve_after_s go first, oldest first, whatever their band or
+        # tenant share: fair share and least-attained-service must not starve anyone.
+        if self.starve_before is not None and head[0] <= self.starve_before:
+            return (-b.priority, 0, 0, 0.0, head[0], head[1])
         share = self.s.tenant_share(b.tenant, self.usage.get(b.tenant, {})) if self.p.fair_share else 0.0
-        return (-b.priority, b.band, share, head[0], head[1])
+        return (-b.priority, 1, b.band, share, head[0], head[1])
 
     def run(self) -> Cycle:
         try:
@@ -363,7 +394,8 @@ class _Cycle:
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
         _add(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
-        self.decisions.append(Admit(job.id, tuple(nodes), reason))
+        holder = self.reservation is not None and self.reservation.job_id == job.id
+        self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder or self._overdue(job)))
         if self.reservation and self.reservation.job_id == job.id:
             self.reservation = None
             self.decisions.append(Reserve(None))
@@ -386,10 +418,8 @@ class _Cycle:
             holder = self.s.queue.get(current.job_id)  # type: ignore[arg-type]
             if holder is not None and holder.priority >= job.priority:
                 return
-        nodes = _reservation_nodes(self.s.ledger, job)
-        if nodes:
-            self.reservation = Reserve(job.id, nodes)
-            self.decisions.append(self.reservation)
+        self.reservation = Reserve(job.id, _reservation_nodes(self.s.ledger, job), self.now)
+        self.decisions.append(self.reservation)
 
     # preemption
     def _try_preempt(self, job: JobRequest, is_holder: bool) -> bool:
@@ -448,7 +478,7 @@ class _Cycle:
         self.co._undo.append(("release", run.job.id))
         _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
 
-    def _victims(self, job: JobRequest, contended: tuple[str, ...]) -> list[RunningJob]:
+    def _victims(self, job: JobRequest, contended: tuple[str, ...]) -> Iterable[RunningJob]:
         """Running jobs this job may preempt, cheapest to lose first; [] when they cannot free enough."""
         within = self.p.reclaim and self._within_guarantee(job, contended)
         can_outrank = self.p.preempt and (self.p.las_threshold_gpu_s is not None or job.priority > self._lowest_running())
@@ -457,15 +487,23 @@ class _Cycle:
         if within and not can_outrank and not self._reclaimable_enough(job, contended):
             return []
         out: list[RunningJob] = []
+        now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
+        prio = job.priority
+        las_first_band = self.p.las_threshold_gpu_s is not None and (
+            self.s.band_of(job) == 0 or self._overdue(job))
+        cards = job.gpus > 0  # then the contended resources are the accelerator cards
         for tenant, runs in self.s.running_by_tenant.items():
-            if tenant == job.tenant:
-                if self.p.preempt:
-                    out.extend(r for r in runs.values() if self._outranks_now(job, r))
-            elif self._borrowing(tenant, contended):
-                out.extend(r for r in runs.values()
-                           if any(r.allocation.total.get(n, 0.0) > 0 for n in contended)
-                           and (within or (self.p.preempt and self._outranks_now(job, r))))
-        out = [r for r in out if r.job.id not in self.preempted]
+            same = tenant == job.tenant
+            if not same and not self._borrowing(tenant, contended):
+                continue
+            for r in runs.values():
+                rp = r.job.priority
+                outranks = can_outrank and (prio > rp or (
+                    prio == rp and las_first_band and now >= r.band_flip and not r.protected)) \
+                    and now - r.start_time >= min_run
+                if (outranks if same else (within or outranks)) and r.job.id not in preempted:
+                    if same or (r.job.gpus > 0 if cards else any(r.allocation.total.get(n, 0.0) > 0 for n in contended)):
+                        out.append(r)
         if not out:
             return []
         free = self.s.ledger.total_free
@@ -473,8 +511,11 @@ class _Cycle:
             if free.get(n, 0.0) + sum(r.allocation.total.get(n, 0.0) for r in out) + _EPS < job.total.get(n, 0.0):
                 return []
         now = self.now
-        out.sort(key=lambda r: (r.job.priority, -self._band_now(r), r.lost_work_at(now), -r.start_time))
-        return out
+        # Cheapest first: lowest priority, later service band, least work lost, newest. Lazily ordered:
+        # most jobs need one or two victims, so a heap beats sorting every candidate.
+        heap = [(r.job.priority, now < r.band_flip, r.lost_work_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
+        heapq.heapify(heap)
+        return (heapq.heappop(heap)[-1] for _ in range(len(heap)))
 
     def _lowest_running(self) -> int:
         if self._lowest is None:
@@ -494,17 +535,14 @@ class _Cycle:
                 return False
         return True
 
-    def _band_now(self, run: RunningJob) -> int:
-        t = self.p.las_threshold_gpu_s
-        return int(t is not None and run.attained_at(self.now) >= t)
-
     def _outranks(self, job: JobRequest, run: RunningJob) -> bool:
         if job.priority != run.job.priority:
             return job.priority > run.job.priority
-        return self.p.las_threshold_gpu_s is not None and self.s.band_of(job) < self._band_now(run)
+        return (self.p.las_threshold_gpu_s is not None and (self.s.band_of(job) == 0 or self._overdue(job))
+                and self.now >= run.band_flip and not run.protected)
 
-    def _outranks_now(self, job: JobRequest, run: RunningJob) -> bool:
-        return self._outranks(job, run) and self.now - run.start_time >= self.p.min_run_before_preempt_s
+    def _overdue(self, job: JobRequest) -> bool:
+        return self.starve_before is not None and job.submit_time <= self.starve_before
 
     def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
         quota = self.s.tenants.get(tenant)
@@ -549,9 +587,9 @@ def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
     return cycle.run()
 
 
-def queue_order(state: ClusterState) -> list[JobRequest]:
-    """Every queued job in the order admission considers them now (for ``cuberay queue``)."""
-    cycle = _Cycle(state, 0.0)
+def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
+    """Every queued job in the order admission considers them at ``now`` (for ``cuberay queue``)."""
+    cycle = _Cycle(state, now)
     keyed = []
     for b in state.queue.buckets():
         for entry in b.entries:
@@ -564,24 +602,30 @@ def queue_order(state: ClusterState) -> list[JobRequest]:
 # -- helpers -------------------------------------------------------------------------
 
 def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
-    """Pick the capacity to hold for a blocked job: nodes that could host it, most free first."""
+    """Pick the capacity to hold for a blocked job: whole-node shares on the nodes with most free now.
+
+    Re-picked every cycle: without runtime estimates we cannot know which node
+    drains first, so the hold follows the free capacity instead of waiting on the
+    longest job of a fixed node. Backfilled jobs may not use held capacity.
+    """
     selector = job.worker.node_selector()
     keys = score_key(job.worker)
+    counter = FitCounter(job.worker, empty=True)
     candidates = []
     for node in ledger.nodes.values():
         if not node.alive or (selector and not node.matches(selector)):
             continue
-        k = workers_that_fit(node, job.worker, empty=True)
+        k = counter(node)
         if k > 0:
             free_now = sum(node.free.get(key, 0.0) for key in keys)
             candidates.append((-free_now, node.id, k))
     candidates.sort()
     policy = job.placement.resolve(job.worker)
+    if policy is Placement.STRICT_PACK:
+        candidates = [c for c in candidates if c[2] >= job.workers][:1]
     per_node_cap = 1 if policy is Placement.STRICT_SPREAD else None
     held: dict[str, dict[str, float]] = {}
     left = job.workers
-    if policy is Placement.STRICT_PACK:
-        candidates = [c for c in candidates if c[2] >= job.workers][:1]
     for _, node_id, k in candidates:
         take = min(k, left, per_node_cap or k)
         held[node_id] = (job.worker.resources * take).as_dict()

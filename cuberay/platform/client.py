@@ -164,7 +164,7 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
     With ``replace`` a running controller is killed first (its jobs stay in its database).
     """
-    from cuberay.platform import controller
+    from cuberay.platform import controller_install as controller
 
     _init_ray(address, log_to_driver=False)
     return controller.install(_platform_dict(platform), replace=replace)
@@ -172,7 +172,7 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
 def uninstall() -> bool:
     """Kill the controller if one runs (no restart); jobs keep their state in the store."""
-    from cuberay.platform import controller
+    from cuberay.platform import controller_install as controller
 
     import ray
 
@@ -191,7 +191,8 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
     """
     import ray
 
-    from cuberay.platform import controller, controller_head
+    from cuberay.platform import controller_head
+    from cuberay.platform import controller_install as controller
 
     spec = _platform_dict(find_platform_file(platform_file))
     if address is None and not ray.is_initialized():

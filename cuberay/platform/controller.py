@@ -26,21 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 import ray
 from ray._private import state as ray_state
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cuberay.errors import AdmissionError, CuberayError, NotFoundError, PlatformNotRunningError
+from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform import controller_convert as conv
 from cuberay.platform.admission import Admit, ClusterState, Preempt, Reserve, RunningJob, queue_order, schedule
-from cuberay.platform.client import CONTROLLER_NAME, NAMESPACE, QueueEntry, TenantUsage
+from cuberay.platform.client import QueueEntry, TenantUsage
+from cuberay.platform.controller_drivers import Drivers
 from cuberay.platform.controller_nodes import ForeignUsage, is_foreign, live_nodes
-from cuberay.platform.launcher import FAILED, STOPPED, SUCCEEDED, TERMINAL, Launcher, cluster_dashboard_url
+from cuberay.platform.launcher import STOPPED, SUCCEEDED, TERMINAL, Launcher, cluster_dashboard_url
 from cuberay.platform.ledger import Ledger
 from cuberay.platform.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.specs import load_platform, load_spec
@@ -67,14 +66,10 @@ class Controller:
         self.ledger = Ledger()
         self.state = ClusterState(self.ledger, conv.tenant_quotas(self.platform), conv.policy_of(self.platform))
         self.foreign = ForeignUsage(self.ledger)
-        self.launcher = Launcher(cluster_dashboard_url(), max_drivers=self.platform.spec.scheduler.max_drivers)
+        self.drivers = Drivers(Launcher(cluster_dashboard_url(),
+                                        max_drivers=self.platform.spec.scheduler.max_drivers))
         self.metrics = PlatformMetrics()
-        self.waits: dict[str, str] = {}               # last cycle's reason per waiting job
-        self._sid_job: dict[str, str] = {}            # Ray submission id -> job id (launcher drivers)
-        self._preempted_sids: set[str] = set()        # drivers stopped by a preemption (their STOPPED is expected)
-        self._awaiting_driver: dict[str, float] = {}  # ADMITTED launcher jobs waiting for a driver slot
-        self._contact: dict[str, float] = {}          # external job -> last time its driver called
-        self._to_stop: list[str] = []
+        self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -100,7 +95,7 @@ class Controller:
                 if rec.state == JobState.PREEMPTED:
                     self.store.update_job(rec.id, state=JobState.QUEUED)
                 if rec.driver == "external":
-                    self._contact[rec.id] = now
+                    self.drivers.contact[rec.id] = now
                 continue
             nodes = conv.node_ids_of(rec.allocation)
             if nodes and all(n in self.ledger.nodes for n in nodes):
@@ -112,19 +107,17 @@ class Controller:
                 nodes = []
             if not nodes:  # its nodes are gone (or over-full): back to the queue
                 if rec.submission_id and rec.driver == "launcher":
-                    self._preempted_sids.add(rec.submission_id)
-                    self._to_stop.append(rec.submission_id)
+                    self.drivers.stop(rec.submission_id, preempted=True)
                 self.store.update_job(rec.id, state=JobState.QUEUED, allocation=None,
                                       reason="requeued: its nodes were lost while the controller was down")
                 self.store.add_event("requeued", "nodes lost while the controller was down", rec.id)
                 continue
             if rec.driver == "external":
-                self._contact[rec.id] = now
+                self.drivers.contact[rec.id] = now
             elif rec.state == JobState.RUNNING and rec.submission_id:
-                self.launcher.adopt([rec.submission_id])
-                self._sid_job[rec.submission_id] = rec.id
+                self.drivers.adopt(rec.submission_id, rec.id)
             else:
-                self._awaiting_driver[rec.id] = rec.start_time or now
+                self.drivers.awaiting[rec.id] = rec.start_time or now
         self.store.add_event("controller_started",
                              f"controller up: {len(self.state.running)} running, {len(self.state.queue)} queued")
 
@@ -152,7 +145,7 @@ class Controller:
             available = await asyncio.to_thread(ray_state.available_resources_per_node)
             self.foreign.update(available)
             self._cycle(time.time())
-            await self._stop_drivers()
+            await self.drivers.stop_pending()
             await self._start_drivers(time.time())
             self._observe()
             self._ticks += 1
@@ -204,17 +197,16 @@ class Controller:
         self.metrics.admitted(rec.tenant, now - rec.submit_time)
         self.waits.pop(d.job_id, None)
         if rec.driver == "launcher":
-            self._awaiting_driver[d.job_id] = now
+            self.drivers.awaiting[d.job_id] = now
 
     def _requeue(self, job_id: str, reason: str, now: float, *, preempted: bool) -> None:
-        """Back to the queue with its service so far; stop its driver if one runs."""
+        """Back to the queue with its service so far; a preempted job's running driver is stopped."""
         rec = self.store.get_job(job_id)
         run = self.state.preempt(job_id, now)
         attained = run.job.attained_gpu_s if run is not None else rec.attained_gpu_s
-        self._awaiting_driver.pop(job_id, None)
-        if rec.driver == "launcher" and rec.submission_id and rec.state == JobState.RUNNING:
-            self._preempted_sids.add(rec.submission_id)
-            self._to_stop.append(rec.submission_id)
+        self.drivers.awaiting.pop(job_id, None)
+        if preempted and rec.driver == "launcher" and rec.submission_id and rec.state == JobState.RUNNING:
+            self.drivers.stop(rec.submission_id, preempted=True)
         if preempted:
             self.store.update_job(job_id, state=JobState.PREEMPTED, allocation=None, end_time=now,
                                   attained_gpu_s=attained, reason=reason)
@@ -223,67 +215,36 @@ class Controller:
                               attained_gpu_s=attained, reason=f"requeued: {reason}")
         self.store.add_event("requeued", reason, job_id)
         if rec.driver == "external":
-            self._contact[job_id] = now  # its driver sees QUEUED at its next poll and stops its run
+            self.drivers.contact[job_id] = now  # its driver sees QUEUED at its next poll and stops its run
         self._wake.set()
 
     # ------------------------------------------------------------------ drivers
 
     async def _start_drivers(self, now: float) -> None:
         """Start ADMITTED launcher jobs oldest first while driver slots are free."""
-        for job_id in sorted(self._awaiting_driver, key=self._awaiting_driver.__getitem__):
-            if not self.launcher.can_start():
-                in_flight = self.launcher.in_flight()
-                for waiting in self._awaiting_driver:
-                    self.waits[waiting] = (f"admitted; waiting for a driver slot ({in_flight} of "
-                                           f"{self.launcher.max_drivers} Ray Job drivers running)")
+        for job_id in sorted(self.drivers.awaiting, key=self.drivers.awaiting.__getitem__):
+            full = self.drivers.full()
+            if full:
+                self.waits.update({waiting: full for waiting in self.drivers.awaiting})
                 return
             rec = self.store.get_job(job_id)
             sid = conv.submission_id(job_id, rec.attempts)
-            self.store.update_job(job_id, submission_id=sid)
+            rec = self.store.update_job(job_id, submission_id=sid)  # first, so a fast driver finds its id
             try:
-                await asyncio.to_thread(
-                    self.launcher.start, sid, f"{sys.executable} -m cuberay.run {job_id}",
-                    metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": job_id,
-                              "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
-                    runtime_env=rec.spec.get("spec", {}).get("runtime_env") or None,
-                    env=rec.spec.get("spec", {}).get("env") or None)
+                await self.drivers.start(sid, rec)
             except PlatformNotRunningError as err:
                 log.warning("cannot start %s yet: %s", job_id, err)
-                return  # the dashboard is away; retry next tick
+                return  # the dashboard is away; the next tick retries
             except CuberayError as err:
-                self._awaiting_driver.pop(job_id, None)
                 self._end(job_id, JobState.FAILED, f"could not start its Ray Job {sid}: {err}", now)
                 continue
-            self._awaiting_driver.pop(job_id, None)
-            self._sid_job[sid] = job_id
             self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
                                   reason=f"running as Ray Job {sid}")
             self.store.add_event("started", f"Ray Job {sid} submitted", job_id)
 
-    async def _stop_drivers(self) -> None:
-        stops, self._to_stop = self._to_stop, []
-        for sid in stops:
-            try:
-                await asyncio.to_thread(self.launcher.stop, sid)
-            except CuberayError as err:
-                log.warning("could not stop Ray Job %s: %s", sid, err)
-
     async def _follow_drivers(self, now: float) -> None:
         """Ray Job ends -> job ends (or is retried); expected STOPs of preempted drivers are dropped."""
-        try:
-            changed = await asyncio.to_thread(self.launcher.poll)
-        except CuberayError as err:
-            log.warning("cannot poll Ray Jobs: %s", err)
-            return
-        for sid, status in changed.items():
-            if status not in TERMINAL:
-                continue
-            job_id = self._sid_job.pop(sid, None)
-            if sid in self._preempted_sids:
-                self._preempted_sids.discard(sid)
-                continue
-            if job_id is None:
-                continue
+        for sid, job_id, status in await self.drivers.ended():
             rec = self.store.get_job(job_id)
             if rec.state.is_terminal or rec.submission_id != sid:
                 continue
@@ -292,7 +253,7 @@ class Controller:
             elif status == STOPPED:
                 self._end(job_id, JobState.CANCELLED, f"Ray Job {sid} was stopped outside cuberay", now)
             else:
-                message = await self._failure_message(sid)
+                message = await self.drivers.failure_message(sid)
                 self._failed(rec, f"Ray Job {sid} failed: {message}", now)
 
     def _failed(self, rec: JobRecord, message: str, now: float) -> None:
@@ -304,32 +265,21 @@ class Controller:
             return
         self._end(rec.id, JobState.FAILED, message, now)
 
-    async def _failure_message(self, sid: str) -> str:
-        try:
-            text = await asyncio.to_thread(self.launcher.logs, sid)
-        except CuberayError:
-            return "see its Ray Job log"
-        lines = [line for line in text.splitlines() if line.strip()]
-        return " | ".join(lines[-3:])[-600:] or "no output"
-
     async def _check_external(self, now: float) -> None:
         """External drivers that went silent, or whose Ray Job ended, have died: their jobs fail."""
-        for job_id, last in list(self._contact.items()):
+        for job_id, last in list(self.drivers.contact.items()):
             if now - last > EXTERNAL_TIMEOUT_S:
                 self._end(job_id, JobState.FAILED, f"its driver stopped polling the controller "
                                                    f"{now - last:.0f}s ago (it died or lost the cluster)", now)
         if now - self._last_external_check < EXTERNAL_CHECK_S:
             return
         self._last_external_check = now
-        for job_id in list(self._contact):
+        for job_id in list(self.drivers.contact):
             rec = self.store.get_job(job_id)
             if not rec.submission_id:
                 continue
-            try:
-                status = await asyncio.to_thread(self.launcher.status, rec.submission_id)
-            except CuberayError:
-                continue
-            if status in TERMINAL and job_id in self._contact:
+            status = await self.drivers.status(rec.submission_id)
+            if status in TERMINAL and job_id in self.drivers.contact:
                 self._end(job_id, JobState.FAILED,
                           f"its driver, Ray Job {rec.submission_id}, ended ({status}) without reporting", now)
 
@@ -343,16 +293,14 @@ class Controller:
 
     def _stop_for_end(self, rec: JobRecord) -> None:
         if rec.submission_id and (rec.driver == "launcher" or rec.state.holds_resources):
-            self._sid_job.pop(rec.submission_id, None)
-            self._to_stop.append(rec.submission_id)
+            self.drivers.stop(rec.submission_id, preempted=False)
 
     # ------------------------------------------------------------------ ends
 
     def _end(self, job_id: str, state: JobState, message: str, now: float) -> JobRecord:
         """A terminal state: free the allocation (or leave the queue) and record why."""
         gone = self.state.cancel(job_id)
-        self._awaiting_driver.pop(job_id, None)
-        self._contact.pop(job_id, None)
+        self.drivers.forget(job_id)
         self.waits.pop(job_id, None)
         attained = gone.attained_at(now) if isinstance(gone, RunningJob) else None
         self._wake.set()
@@ -405,7 +353,7 @@ class Controller:
             self.store.add_event("submitted", f"{job.kind} by {user}: {req.workers} worker(s) x "
                                               f"{req.worker.resources}", job_id)
             if driver == "external":
-                self._contact[job_id] = now
+                self.drivers.contact[job_id] = now
             self._wake.set()
             return record
 
@@ -428,7 +376,7 @@ class Controller:
                 return rec
             self._stop_for_end(rec)
             ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {user}", time.time())
-            await self._stop_drivers()
+            await self.drivers.stop_pending()
             return ended
 
     async def status(self, ref: str) -> JobRecord:
@@ -451,11 +399,7 @@ class Controller:
         rec = self.store.find_job(ref)
         if not rec.submission_id:
             return "", rec.state.is_terminal
-        try:
-            text = await asyncio.to_thread(self.launcher.logs, rec.submission_id)
-        except NotFoundError:
-            text = ""
-        return text, rec.state.is_terminal
+        return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
 
     # ------------------------------------------------------------------ API: views
 
@@ -477,11 +421,12 @@ class Controller:
 
     async def ping(self) -> dict[str, Any]:
         return {"platform": self.platform.metadata.name, "database": self.store.url,
-                "dashboard_url": self.launcher.dashboard_url, "ticks": self._ticks,
+                "dashboard_url": self.drivers.launcher.dashboard_url, "ticks": self._ticks,
+                "drivers": self.drivers.info(),
                 "node_id": ray.get_runtime_context().get_node_id()}
 
     async def dashboard_url(self) -> str:
-        return self.launcher.dashboard_url
+        return self.drivers.launcher.dashboard_url
 
     async def platform_spec(self) -> dict[str, Any]:
         return self.platform.model_dump(mode="json")
@@ -492,7 +437,7 @@ class Controller:
         """For an external driver (and a heartbeat from it): state, queue position, reason, attempt."""
         rec = self.store.get_job(job_id)
         if rec.driver == "external" and not rec.state.is_terminal:
-            self._contact[job_id] = time.time()
+            self.drivers.contact[job_id] = time.time()
         position = None
         if rec.state.is_waiting:
             order = [j.id for j in queue_order(self.state)]
@@ -510,7 +455,7 @@ class Controller:
             raise CuberayError(f"this driver ({submission_id}) is a stale attempt of {job_id}; the current "
                                f"attempt is {rec.submission_id}")
         if rec.driver == "external":
-            self._contact[job_id] = time.time()
+            self.drivers.contact[job_id] = time.time()
             if rec.state == JobState.ADMITTED:
                 rec = self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
                                             reason="running in its external driver")
@@ -532,57 +477,6 @@ class Controller:
             now = time.time()
             if ok:
                 return self._end(job_id, JobState.SUCCEEDED, message or "driver reported success", now)
-            self._contact.pop(job_id, None)
             self._failed(rec, message or "driver reported failure", now)
-            if self.store.get_job(job_id).state.is_waiting:
-                self._contact[job_id] = now
             return self.store.get_job(job_id)
 
-
-def head_node_id() -> str:
-    for node in ray.nodes():
-        if node["Alive"] and "node:__internal_head__" in node["Resources"]:
-            return node["NodeID"]
-    raise PlatformNotRunningError("the Ray cluster has no alive head node; restart it (`cuberay up`)")
-
-
-def find() -> Any | None:
-    """The controller's handle, or None if it is not running."""
-    try:
-        return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
-    except ValueError:
-        return None
-
-
-def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: float = 120.0) -> Any:
-    """Create the detached controller on the head node (or return the running one); waits until it answers."""
-    if replace:
-        uninstall(timeout_s=timeout_s)
-    actor = ray.remote(Controller).options(
-        name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
-        max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))
-    handle = actor.remote(dict(platform))
-    try:
-        ray.get(handle.ping.remote(), timeout=timeout_s)
-    except ray.exceptions.RayTaskError as err:
-        cause = getattr(err, "cause", None)
-        raise (cause if isinstance(cause, CuberayError) else err) from None
-    except ray.exceptions.RayActorError as err:
-        raise PlatformNotRunningError(f"the cuberay controller could not start: {err}; read its log in the "
-                                      f"Ray dashboard (Actors tab, {CONTROLLER_NAME})") from None
-    return handle
-
-
-def uninstall(timeout_s: float = 60.0) -> bool:
-    """Kill the controller (no restart); True if one was running. Jobs keep their state in the store."""
-    handle = find()
-    if handle is None:
-        return False
-    ray.kill(handle, no_restart=True)
-    deadline = time.monotonic() + timeout_s
-    while find() is not None:  # the name is freed once the GCS has marked the actor dead
-        if time.monotonic() > deadline:
-            raise PlatformNotRunningError(f"the controller {CONTROLLER_NAME} did not stop within {timeout_s}s")
-        time.sleep(0.1)
-    return True

@@ -29,7 +29,7 @@ from cuberay.errors import PlatformNotRunningError
 
 STATE_FILE = "local-head.json"
 START_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0  # `ray start --block` drains for up to 30 s on SIGTERM; the rest is killed
 TOKEN_FILE = Path("~/.ray/auth_token")
 
 

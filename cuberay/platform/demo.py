@@ -9,17 +9,34 @@ It starts a local Ray head with the controller (``client.up``), submits
 
 reports a :class:`Snapshot` about once a second until every job is terminal,
 and always shuts the platform down. Presentation is the caller's (the CLI
-draws the snapshots as a live table); this module only runs the scenario.
+draws the snapshots); this module only runs the scenario.
+
+The demo is self-contained: it runs in a scratch directory (its own
+``CUBERAY_HOME`` and platform storage, deleted at the end), so a platform the
+user already runs with ``cuberay up``, and that platform's database, are left
+alone, and jobs of an earlier, interrupted demo never come back.
+
+Its head advertises as many logical CPUs as the platform's node pools hold (6
+in configs/platform.yaml), at least the machine's cores: on a 2-core laptop the
+cluster would otherwise be too small for the three jobs, and the third would
+wait for (or be rejected by) capacity instead of showing a quota wait. Ray only
+counts logical CPUs; the jobs are small enough to share the real cores.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+import yaml
 
 from cuberay.platform import client
 from cuberay.platform.client import JobRef, QueueEntry
@@ -32,16 +49,20 @@ _CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CONFIGS = _CHECKOUT_CONFIGS if _CHECKOUT_CONFIGS.is_dir() else Path("configs")
 DEMO_JOBS = ("jobs/train-ddp.yaml", "jobs/task.yaml", "jobs/demo-wait.yaml")
 DDP_JOB = "jobs/train-ddp.yaml"
+# Ray reads a starting node's resources from this variable (what its autoscaler uses for fake nodes).
+RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"
+HOME_ENV = "CUBERAY_HOME"
+# "accuracy": 0.925 in the runner's "final metrics {...}" line (or accuracy=0.925 in a message).
 _ACCURACY = re.compile(r"accuracy\W{0,4}\s*([01](?:\.\d+)?(?:e-?\d+)?)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the demo shows at one moment: the queue, the jobs already finished, a line of context."""
+    """What the demo shows at one moment: every demo job's record and the platform's queue."""
 
+    records: list[JobRecord]
     queue: list[QueueEntry]
-    finished: list[JobRecord]
-    note: str
+    elapsed_s: float
 
 
 @dataclass(frozen=True)
@@ -51,9 +72,8 @@ class DemoResult:
     dashboard_url: str
     records: list[JobRecord]
     accuracy: float | None
-    notes: dict[str, str] = field(default_factory=dict)   # job id -> one line of result
     metrics_seen: list[str] = field(default_factory=list)  # cuberay series on Ray's Prometheus endpoint
-    saw_wait: bool = False                                 # a job waited in the queue with a reason
+    waited: dict[str, str] = field(default_factory=dict)   # job id -> a reason it was seen waiting for
     wall_s: float = 0.0
 
     @property
@@ -65,24 +85,59 @@ def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], 
              timeout_s: float = 600.0, poll_s: float = 1.0, jobs: tuple[str, ...] = DEMO_JOBS) -> DemoResult:
     """Run the scenario end to end; the platform is shut down whatever happens."""
     started = time.monotonic()
-    platform_path = Path(platform_file) if platform_file else CONFIGS / "platform.yaml"
-    plat = load_platform(platform_path)
-    url = client.up(str(platform_path))
+    source = Path(platform_file) if platform_file else CONFIGS / "platform.yaml"
+    plat = load_platform(source)
+    with tempfile.TemporaryDirectory(prefix="cuberay-demo-", ignore_cleanup_errors=True) as scratch, \
+            scratch_env(Path(scratch), head_cpus(plat)):
+        url = client.up(str(scratch_platform(source, Path(scratch))))
+        try:
+            refs = [_submit(CONFIGS / job, plat) for job in jobs]
+            records, waited = _follow(refs, on_tick, started, timeout_s, poll_s)
+            ddp = records[jobs.index(DDP_JOB)] if DDP_JOB in jobs else None
+            accuracy = final_accuracy(ddp) if ddp is not None else None
+            metrics = metrics_seen()
+        finally:
+            client.down()
+    return DemoResult(dashboard_url=url, records=records, accuracy=accuracy, metrics_seen=metrics,
+                      waited=waited, wall_s=time.monotonic() - started)
+
+
+def head_cpus(plat: Platform) -> int:
+    """Logical CPUs for the demo's head: the node pools' total, at least the machine's cores."""
+    return max(os.cpu_count() or 1, int(plat.capacity().get("CPU", 0)))
+
+
+def scratch_platform(source: Path, scratch: Path) -> Path:
+    """A copy of the platform file whose storage (database, checkpoints) is under ``scratch``."""
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    data.setdefault("spec", {})["storage"] = str(scratch / "storage")
+    data["spec"]["database"] = None  # never the user's real database
+    for tenant in data["spec"].get("tenants") or []:
+        tenant.pop("storage", None)  # <storage>/<tenant>, inside the scratch directory
+    path = scratch / "platform.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def scratch_env(scratch: Path, cpus: int) -> Iterator[None]:
+    """Inside: cuberay's local head state lives in ``scratch``, and a new head gets ``cpus`` logical CPUs."""
+    saved = {key: os.environ.get(key) for key in (HOME_ENV, RESOURCES_ENV)}
+    os.environ[HOME_ENV] = str(scratch / "home")
+    if not saved[RESOURCES_ENV]:  # the caller's own override wins
+        os.environ[RESOURCES_ENV] = json.dumps({"CPU": cpus})
     try:
-        refs = [_submit(CONFIGS / job, plat) for job in jobs]
-        records, saw_wait = _follow(refs, on_tick, started + timeout_s, poll_s)
-        ddp = records[jobs.index(DDP_JOB)] if DDP_JOB in jobs else None
-        accuracy = final_accuracy(ddp) if ddp is not None else None
-        notes = {r.id: _note(r, accuracy if r is ddp else None) for r in records}
-        metrics = metrics_seen()
+        yield
     finally:
-        client.down()
-    return DemoResult(dashboard_url=url, records=records, accuracy=accuracy, notes=notes, metrics_seen=metrics,
-                      saw_wait=saw_wait, wall_s=time.monotonic() - started)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def submitter(plat: Platform, tenant: str) -> str:
-    """Who submits a demo job: the caller if a member of the job's tenant, else the tenant's first admin/member."""
+    """Who submits a demo job: the caller if a member of the job's tenant, else the tenant's first named member."""
     me = client.current_user()
     spec = plat.tenant(tenant)
     if spec.is_member(me):
@@ -93,29 +148,28 @@ def submitter(plat: Platform, tenant: str) -> str:
 
 def _submit(path: Path, plat: Platform) -> JobRef:
     spec = load_spec(path)
-    return client.submit(str(path), user=submitter(plat, spec.tenant or plat.tenants[0].name))
+    return client.submit(path, user=submitter(plat, spec.tenant or plat.tenants[0].name))
 
 
-def _follow(refs: list[JobRef], on_tick: Callable[[Snapshot], None], deadline: float,
-            poll_s: float) -> tuple[list[JobRecord], bool]:
+def _follow(refs: list[JobRef], on_tick: Callable[[Snapshot], None], started: float, timeout_s: float,
+            poll_s: float) -> tuple[list[JobRecord], dict[str, str]]:
     """Report snapshots until every job is terminal (cancel what is left at the deadline)."""
-    saw_wait = False
+    waited: dict[str, str] = {}
+    ours = {ref.id for ref in refs}
     while True:
         records = [client.status(ref.id) for ref in refs]
         entries = client.queue()
-        saw_wait = saw_wait or any(e.position is not None and e.reason for e in entries)
-        finished = [r for r in records if r.state.is_terminal]
-        waiting = [e for e in entries if e.position is not None]
-        note = (f"{len(finished)}/{len(refs)} jobs finished; "
-                + (f"{len(waiting)} waiting for admission" if waiting else "nothing waiting"))
-        on_tick(Snapshot(queue=entries, finished=finished, note=note))
-        if len(finished) == len(refs):
-            return records, saw_wait
-        if time.monotonic() > deadline:
+        for entry in entries:
+            if entry.job_id in ours and entry.position is not None and entry.reason:
+                waited[entry.job_id] = entry.reason
+        on_tick(Snapshot(records=records, queue=entries, elapsed_s=time.monotonic() - started))
+        if all(r.state.is_terminal for r in records):
+            return records, waited
+        if time.monotonic() - started > timeout_s:
             for record in records:
                 if not record.state.is_terminal:
                     client.cancel(record.id)
-            return [client.status(ref.id) for ref in refs], saw_wait
+            return [client.status(ref.id) for ref in refs], waited
         time.sleep(poll_s)
 
 
@@ -133,14 +187,6 @@ def _log_text(record: JobRecord) -> str:
         return "".join(client.logs(record.id))
     except Exception:  # noqa: BLE001 - the accuracy is a nicety; a missing log must not fail the demo
         return ""
-
-
-def _note(record: JobRecord, accuracy: float | None) -> str:
-    if accuracy is not None:
-        return f"test accuracy {accuracy:.3f}"
-    if record.state != JobState.SUCCEEDED:
-        return record.message or record.reason or ""
-    return (record.message or "ok").splitlines()[0][:80]
 
 
 def metrics_seen() -> list[str]:

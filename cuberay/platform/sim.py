@@ -304,13 +304,14 @@ class _Sim:
 
     def _start(self, d: Admit) -> None:
         p = self.progress[d.job_id]
-        run = self.state.start(d.job_id, d.node_ids, self.now)
+        run = self.state.start(d.job_id, d.node_ids, self.now, protected=d.protected)
         run.checkpoint_every_s = self.ckpt
         p.waited += self.now - p.queued_since
         p.first_start = self.now if p.first_start is None else p.first_start
         p.run_start = self.now
         p.work_start = self.now + (self.restart if p.attempts else 0.0)
-        run.start_time = p.work_start  # lost work counts from useful start
+        run.start_time = p.work_start  # lost work and attained service count from useful start
+        self.state.set_band_flip(run)
         p.attempts += 1
         p.generation += 1
         finish = p.work_start + max(p.trace.duration - p.done, 0.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import enum
+import math
 import re
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -86,13 +87,42 @@ def load_trace(path: str | Path, fmt: TraceFormat | None = None, start: str | No
     path = str(path)
     fmt = fmt or detect_format(path)
     if fmt is TraceFormat.generic:
-        lo, hi = (_generic_bound(v, "--start") for v in (start, end))
-        return load_generic(path, lo, hi)
+        lo, hi = _generic_bound(start, "--start"), _generic_bound(end, "--end")
+        return check_jobs(load_generic(path, lo, hi), path)
     if any(v is not None and is_offset(v) for v in (start, end)):
         base = first_philly_submission(path)
         start = None if start is None else (base + seconds(start, "--start") if is_offset(start) else start)
         end = None if end is None else (base + seconds(end, "--end") if is_offset(end) else end)
-    return load_philly(path, start=start, end=end)
+    return check_jobs(load_philly(path, start=start, end=end), path)
+
+
+def check_jobs(jobs: list[TraceJob], path: str) -> list[TraceJob]:
+    """Refuse rows the simulator cannot replay faithfully (negative amounts, 1.5 GPUs, empty requests).
+
+    The loaders name each job after its CSV line (``job-7``, ``philly-7``), so the error can point there.
+    """
+    for job in jobs:
+        problem = _row_problem(job)
+        if problem:
+            line = job.id.rsplit("-", 1)[-1]
+            raise SpecError(f"{problem}; fix or drop the row", file=path, path=f"line {line}")
+    return jobs
+
+
+def _row_problem(job: TraceJob) -> str | None:
+    if not job.duration >= 0:
+        return f"duration {job.duration:g} is negative; give seconds >= 0"
+    if job.workers < 1:
+        return f"workers {job.workers} must be >= 1"
+    for name, amount in (("gpus", job.gpus), ("cpus", job.cpus), ("memory", job.memory)):
+        if not amount >= 0:
+            return f"{name} {amount:g} is negative"
+    if job.gpus > 1 and not float(job.gpus).is_integer():
+        return (f"gpus {job.gpus:g} per worker: a count above 1 must be whole (a fraction shares ONE card); "
+                f"use {math.ceil(job.gpus)} or split the job into more workers")
+    if job.gpus == 0 and job.cpus == 0 and job.memory == 0:
+        return "the row asks for nothing (gpus, cpus and memory are 0); give at least one"
+    return None
 
 
 def _generic_bound(value: str | None, what: str) -> float | None:

@@ -248,3 +248,25 @@ def test_external_driver_runs_the_job_it_registered(platform, ray_cluster, job_c
     assert record.driver == "external" and record.state == JobState.SUCCEEDED, record
     assert f"registered {record.id} (Ray Job {sid})" in logs, logs
     assert len({m.group(3) for m in WORKER_LINE.finditer(logs)}) == 2, logs  # spread over 2 nodes
+
+
+def test_driver_cap_keeps_admitted_jobs_waiting_for_a_slot(platform, ray_cluster, job_client) -> None:
+    spec = {**platform.spec, "spec": {**platform.spec["spec"], "scheduler": {"cycle_interval_s": 0.5,
+                                                                            "max_drivers": 1}}}
+    handle = client.install(spec, replace=True)
+    refs = [client.submit(task(f"capped{i}", 1, cpu="1", sleep_s=2), "a") for i in range(2)]
+    ids = [r.id for r in refs]
+    saw_slot_wait = False
+    most_drivers = 0
+    deadline = time.monotonic() + 90
+    while not all(client.status(j).state.is_terminal for j in ids):
+        assert time.monotonic() < deadline, [client.status(j) for j in ids]
+        alive = [j for j in job_client.list_jobs() if j.submission_id in {f"cuberay-{i}" for i in ids}
+                 and not j.status.is_terminal()]
+        most_drivers = max(most_drivers, len(alive))
+        saw_slot_wait |= any("driver slot" in client.status(j).reason for j in ids)
+        time.sleep(0.2)
+    assert [client.status(j).state for j in ids] == [JobState.SUCCEEDED] * 2
+    assert most_drivers == 1, "never more Ray Job drivers alive than max_drivers"
+    assert saw_slot_wait, "the second job waited for a driver slot while admitted"
+    assert ray.get(handle.ping.remote())["drivers"]["max_drivers"] == 1

@@ -124,6 +124,7 @@ class FakePlatform:
         self.states = list(states)
         self.message = message
         self.submitted: list[tuple[str, str | None, str | None]] = []
+        self.reads = 0
 
     def install(self, mp: pytest.MonkeyPatch) -> None:
         mp.setattr(client, "submit", self.submit)
@@ -138,6 +139,8 @@ class FakePlatform:
     def status(self, job: Any, state: JobState | None = None) -> JobRecord:
         if job != "vision-digits-ddp-1":
             raise NotFoundError(f"no job has the id or name {job!r}")
+        self.reads += 1
+        assert self.reads < 20, "the command kept polling after the job ended"
         state = state or (self.states.pop(0) if len(self.states) > 1 else self.states[0])
         terminal = state.is_terminal
         return record(state=state, end_time=NOW if terminal else None, message=self.message if terminal else None)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PURE_MODULES = ("resources", "ledger", "placement", "admission", "sim")
+PURE_MODULES = ("resources", "ledger", "placement", "queue", "scheduling", "admission", "sim",
+                "sim_inputs", "sim_cluster", "sim_plot", "states", "specs")
 
 PROBE = (
     "import importlib, sys; importlib.import_module(sys.argv[1]); "

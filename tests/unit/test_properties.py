@@ -9,6 +9,7 @@ job is both queued and running.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, given, settings
@@ -37,9 +38,14 @@ class NodeSpec:
 
 
 @st.composite
-def nodes(draw) -> list[NodeSpec]:
+def nodes(draw, plain: bool) -> list[NodeSpec]:
+    """Mixed nodes with labels; ``plain``: identical GPU nodes without labels (more contention)."""
+    count = draw(st.integers(1, 6))
+    if plain:
+        gpus = draw(st.sampled_from([2, 4, 8]))
+        return [NodeSpec(f"n{i}", gpus, 32, None, None) for i in range(count)]
     out = []
-    for i in range(draw(st.integers(1, 6))):
+    for i in range(count):
         gpus = draw(st.sampled_from([0, 1, 2, 4, 4, 8, 8]))
         out.append(NodeSpec(f"n{i}", gpus, draw(st.sampled_from([4, 8, 16, 32])),
                             draw(st.sampled_from([None, "V100", "A100"])) if gpus else None,
@@ -51,33 +57,45 @@ def nodes(draw) -> list[NodeSpec]:
 def quotas(draw, n: int) -> dict[str, TenantQuota]:
     out = {}
     for name in TENANTS[:n]:
-        g_gpu, g_cpu = draw(st.integers(0, 8)), draw(st.integers(0, 16))
+        # Small amounts bind on these small clusters; large ones leave room to borrow and reclaim.
+        g_gpu, g_cpu = draw(st.one_of(st.integers(0, 8), st.integers(0, 32))), draw(st.integers(0, 32))
         cap = None
-        if draw(st.booleans()):  # tight enough to bind on these small clusters
-            cap = Resources({GPU: g_gpu + draw(st.integers(0, 8)), CPU: g_cpu + draw(st.integers(0, 32))})
+        if draw(st.booleans()):
+            cap = Resources({GPU: g_gpu + draw(st.one_of(st.integers(0, 4), st.integers(0, 32))),
+                             CPU: g_cpu + draw(st.integers(0, 64))})
         out[name] = TenantQuota(name, Resources({GPU: g_gpu, CPU: g_cpu}), cap)
     return out
 
 
 GPU_ASKS = [None, 0.25, 0.5, 1, 1, 1, 2, 4, "1(V100)", "0.5(A100)"]
+PLAIN_GPU_ASKS = [0.5, 1, 1, 1, 2, 4]
 
 
 @st.composite
-def jobs(draw, n_tenants: int, capped: frozenset[str]) -> list[JobRequest]:
+def jobs(draw, n_tenants: int, capped: frozenset[str], plain: bool) -> list[JobRequest]:
     out = []
-    for i in range(draw(st.integers(1, 16))):
+    count = draw(st.integers(1, 16))
+    # Contention on purpose: later jobs outrank earlier ones (priority preemption), or one tenant
+    # fills the cluster before the others arrive (borrowing, then reclaim).
+    rising, phased = draw(st.booleans()) or plain, draw(st.booleans())
+    for i in range(count):
         unknown = i == 0 and draw(st.integers(0, 9)) == 0  # now and then a tenant that does not exist
-        tenant = "nobody" if unknown else draw(st.sampled_from(TENANTS[:n_tenants]))
-        gpus = draw(st.sampled_from(GPU_ASKS))
-        cpus = draw(st.sampled_from([None, 0.5, 1, 2] if gpus else [0.5, 1, 2, 4]))
+        if unknown:
+            tenant = "nobody"
+        elif phased:
+            tenant = TENANTS[min(i * n_tenants // count, n_tenants - 1)]
+        else:
+            tenant = draw(st.sampled_from(TENANTS[:n_tenants]))
+        gpus = draw(st.sampled_from(PLAIN_GPU_ASKS if plain else GPU_ASKS))
+        cpus = None if plain else draw(st.sampled_from([None, 0.5, 1, 2] if gpus else [0.5, 1, 2, 4]))
         workers = draw(st.one_of(st.integers(1, 3), st.integers(1, 6)))
         # max_workers only where no tenant max applies: test_admission's
         # test_max_workers_never_takes_a_tenant_over_its_max (xfail) covers the other case.
         max_workers = None if tenant in capped else draw(st.sampled_from([None, workers + 1, workers + 3]))
-        labels = draw(st.sampled_from([None] * 6 + [{LABEL_POOL: "a"}, {LABEL_POOL: "in(a,b)"}]))
+        labels = None if plain else draw(st.sampled_from([None] * 6 + [{LABEL_POOL: "a"}, {LABEL_POOL: "in(a,b)"}]))
         out.append(job(f"j{i}", tenant, gpus=gpus, workers=workers,
                        placement=draw(st.sampled_from(list(Placement))).value,
-                       priority=draw(st.integers(0, 2)), t=float(i), cpus=cpus,
+                       priority=draw(st.integers(0, 2)) + (i // 3 if rising else 0), t=float(i), cpus=cpus,
                        max_workers=max_workers, labels=labels))
     return out
 
@@ -87,14 +105,14 @@ OPS = st.lists(st.tuples(st.sampled_from(["submit"] * 5 + ["cycle"] * 4 + ["fini
 
 
 @st.composite
-def scenarios(draw):
-    node_specs = draw(nodes())
+def scenarios(draw, plain: bool = False):
+    node_specs = draw(nodes(plain))
     n_tenants = draw(st.integers(1, 3))
     tenant_quotas = draw(quotas(n_tenants))
     capped = frozenset(t for t, q in tenant_quotas.items() if q.max is not None)
     policy = draw(st.sampled_from([Policy(), Policy(max_preemptions_per_cycle=3),
                                    Policy(las_threshold_gpu_s=50.0), Policy(fifo=True, fair_share=False)]))
-    return node_specs, tenant_quotas, draw(jobs(n_tenants, capped)), policy, draw(OPS)
+    return node_specs, tenant_quotas, draw(jobs(n_tenants, capped, plain)), policy, draw(OPS)
 
 
 def build(node_specs: list[NodeSpec], tenant_quotas, policy: Policy) -> ClusterState:
@@ -154,6 +172,48 @@ def check_admit(state: ClusterState, d: Admit) -> None:
         assert len(set(d.node_ids)) == n
 
 
+def check_preempt(state: ClusterState, d: Preempt, admitted: set[str]) -> None:
+    """A victim was running, and the job it makes room for is admitted now and has the right to it."""
+    assert d.job_id in state.running and d.by in admitted, d
+    victim, winner = state.running[d.job_id].job, state.queue.get(d.by)
+    if d.reason.startswith("reclaimed"):
+        assert victim.tenant != winner.tenant, d
+    elif "less service" in d.reason:
+        assert state.policy.las_threshold_gpu_s is not None and victim.priority == winner.priority, d
+    else:
+        assert victim.priority < winner.priority, d
+
+
+def check_backfill_respects_the_reservation(state: ClusterState, decisions) -> None:
+    """Replay a cycle's decisions in order on a copy of the ledger: no job but the holder may take
+    capacity the reservation in force holds (as much of it as was free when it was made)."""
+    ledger = copy.deepcopy(state.ledger)
+    res = state.reservation
+    held_free = _held(ledger, res)
+    for d in decisions:
+        if isinstance(d, Reserve):
+            res = d if d.job_id else None
+            held_free = _held(ledger, res)
+        elif isinstance(d, Preempt):
+            ledger.release(d.job_id)
+        elif isinstance(d, Admit):
+            j = state.queue.get(d.job_id)
+            ledger.allocate(d.job_id, j.worker, d.node_ids)
+            if res is None or d.job_id == res.job_id:
+                continue
+            for node_id, amounts in held_free.items():
+                for k, v in amounts.items():
+                    assert ledger.nodes[node_id].free.get(k, 0.0) >= v - EPS, (
+                        f"{d.job_id} took {k} on {node_id} held for {res.job_id}")
+
+
+def _held(ledger: Ledger, res: Reserve | None) -> dict[str, dict[str, float]]:
+    if res is None:
+        return {}
+    return {n: {k: min(v, max(ledger.nodes[n].free.get(k, 0.0), 0.0)) for k, v in amounts.items()}
+            for n, amounts in res.nodes.items() if n in ledger.nodes}
+
+
 def run_ops(state: ClusterState, pending: list[JobRequest], ops) -> None:
     now = 0.0
     for op, k in ops:
@@ -171,14 +231,15 @@ def run_ops(state: ClusterState, pending: list[JobRequest], ops) -> None:
             before = snapshot(state.ledger)
             c = schedule(state, now)
             assert snapshot(state.ledger) == before, "schedule() changed the ledger"
-            running_before = set(state.running)
+            admitted = {d.job_id for d in c.admitted}
             for d in c.decisions:
                 if isinstance(d, Preempt):
-                    assert d.job_id in running_before and d.reason
+                    check_preempt(state, d, admitted)
                 elif isinstance(d, Admit):
                     check_admit(state, d)
                 else:
                     assert isinstance(d, Reserve)
+            check_backfill_respects_the_reservation(state, c.decisions)
             state.apply(c.decisions, now)  # ledger.allocate raises if a decision over-allocates
             for d in c.admitted:
                 assert d.job_id in state.running
@@ -193,6 +254,15 @@ def run_ops(state: ClusterState, pending: list[JobRequest], ops) -> None:
 @PROPERTY_SETTINGS
 @given(scenarios())
 def test_no_decision_ever_over_allocates_a_node_a_card_or_a_tenant(scenario):
+    node_specs, tenant_quotas, pending, policy, ops = scenario
+    state = build(node_specs, tenant_quotas, policy)
+    run_ops(state, list(pending), ops)
+
+
+@PROPERTY_SETTINGS
+@given(scenarios(plain=True))
+def test_no_preemption_or_reclaim_ever_over_allocates_on_a_contended_cluster(scenario):
+    # Identical unlabelled GPU nodes and rising priorities: far more preemption and reclaim.
     node_specs, tenant_quotas, pending, policy, ops = scenario
     state = build(node_specs, tenant_quotas, policy)
     run_ops(state, list(pending), ops)

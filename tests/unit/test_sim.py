@@ -257,6 +257,17 @@ def test_loaders_reject_bad_input_naming_file_and_line(tmp_path: Path, loader, t
     assert path in str(info.value) and where in str(info.value)
 
 
+@pytest.mark.parametrize(("row", "words"), [
+    ("0,-5,1", "negative"), ("0,10,-1", "gpus -1 is negative"), ("0,10,1.5", "must be whole"),
+    ("0,10,0", "asks for nothing"),
+])
+def test_load_trace_refuses_rows_the_simulator_cannot_replay(tmp_path: Path, row: str, words: str) -> None:
+    path = _write(tmp_path / "t.csv", f"submit_time,duration,gpus\n0,10,1\n{row}\n")
+    with pytest.raises(SpecError) as info:
+        load_trace(path)
+    assert words in str(info.value) and f"{path}: line 3" in str(info.value)
+
+
 def test_unknown_header_and_missing_file_are_spec_errors(tmp_path: Path) -> None:
     path = _write(tmp_path / "x.csv", "a,b,c\n1,2,3\n")
     with pytest.raises(SpecError, match="header has a, b, c"):

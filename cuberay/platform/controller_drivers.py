@@ -1,0 +1,125 @@
+"""The controller's drivers: which Ray Job is which job, the driver cap, stops, and heartbeats.
+
+Every admitted ``launcher`` job runs as one Ray Job (``python -m cuberay.run
+<job-id>``); an ``external`` job's driver is the user's own process, which
+polls the controller. This module keeps the bookkeeping of both apart from the
+job state machine in ``controller.py``: it says what happened to a driver, the
+controller decides what that means for the job.
+
+The Ray Jobs client is synchronous, so every call runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from cuberay.errors import CuberayError, NotFoundError
+from cuberay.platform.launcher import TERMINAL, Launcher
+from cuberay.platform.store import JobRecord
+
+log = logging.getLogger("cuberay.controller")
+
+
+class Drivers:
+    """Bookkeeping of the platform's job drivers (one instance, inside the controller actor)."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+        self.by_sid: dict[str, str] = {}          # Ray submission id -> job id (launcher drivers we follow)
+        self.preempted: set[str] = set()          # drivers stopped by a preemption: their STOPPED is expected
+        self.awaiting: dict[str, float] = {}      # ADMITTED launcher job -> when it was admitted
+        self.contact: dict[str, float] = {}       # external job -> when its driver last called
+        self._to_stop: list[str] = []
+
+    # -- bookkeeping --------------------------------------------------------------------
+
+    def adopt(self, sid: str, job_id: str) -> None:
+        """Follow a driver started before a controller restart."""
+        self.launcher.adopt([sid])
+        self.by_sid[sid] = job_id
+
+    def stop(self, sid: str, *, preempted: bool) -> None:
+        """Stop a driver at the end of this tick; a preempted one's STOPPED is then ignored."""
+        if preempted:
+            self.preempted.add(sid)
+        else:
+            self.by_sid.pop(sid, None)  # the job already has its end; nothing to follow
+        self._to_stop.append(sid)
+
+    def forget(self, job_id: str) -> None:
+        self.awaiting.pop(job_id, None)
+        self.contact.pop(job_id, None)
+
+    # -- Ray calls ---------------------------------------------------------------------
+
+    async def stop_pending(self) -> None:
+        stops, self._to_stop = self._to_stop, []
+        for sid in stops:
+            try:
+                await asyncio.to_thread(self.launcher.stop, sid)
+            except CuberayError as err:
+                log.warning("could not stop Ray Job %s: %s", sid, err)
+
+    async def ended(self) -> list[tuple[str, str, str]]:
+        """(submission id, job id, terminal status) of followed drivers that ended since the last call."""
+        try:
+            changed = await asyncio.to_thread(self.launcher.poll)
+        except CuberayError as err:
+            log.warning("cannot poll Ray Jobs: %s", err)
+            return []
+        out = []
+        for sid, status in changed.items():
+            if status not in TERMINAL:
+                continue
+            job_id = self.by_sid.pop(sid, None)
+            if sid in self.preempted:
+                self.preempted.discard(sid)
+            elif job_id is not None:
+                out.append((sid, job_id, status))
+        return out
+
+    def full(self) -> str | None:
+        """Why no driver can start now, or None."""
+        if self.launcher.can_start():
+            return None
+        return (f"admitted; waiting for a driver slot ({self.launcher.in_flight()} of "
+                f"{self.launcher.max_drivers} Ray Job drivers running)")
+
+    async def start(self, sid: str, rec: JobRecord) -> None:
+        """Submit the Ray Job of one attempt (raises CuberayError; PlatformNotRunningError: retry later)."""
+        spec = rec.spec.get("spec", {})
+        await asyncio.to_thread(
+            self.launcher.start, sid, f"{sys.executable} -m cuberay.run {rec.id}",
+            metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
+                      "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
+            runtime_env=spec.get("runtime_env") or None, env=spec.get("env") or None)
+        self.by_sid[sid] = rec.id
+        self.awaiting.pop(rec.id, None)
+
+    async def status(self, sid: str) -> str | None:
+        try:
+            return await asyncio.to_thread(self.launcher.status, sid)
+        except CuberayError:
+            return None
+
+    async def logs(self, sid: str) -> str:
+        try:
+            return await asyncio.to_thread(self.launcher.logs, sid)
+        except NotFoundError:
+            return ""
+
+    async def failure_message(self, sid: str) -> str:
+        """The last lines of a failed driver's log: usually the error."""
+        try:
+            text = await self.logs(sid)
+        except CuberayError:
+            return "see its Ray Job log"
+        lines = [line for line in text.splitlines() if line.strip()]
+        return " | ".join(lines[-3:])[-600:] or "no output"
+
+    def info(self) -> dict[str, Any]:
+        return {"in_flight": self.launcher.in_flight(), "max_drivers": self.launcher.max_drivers,
+                "awaiting": len(self.awaiting), "external": len(self.contact)}

@@ -1,0 +1,67 @@
+"""Deploying the controller: a detached, named actor pinned to the head node, like Ray Serve's controller.
+
+``install`` creates it (or returns the running one) and waits until it
+answers; ``uninstall`` kills it without restart. Jobs live in the store, so a
+new controller picks them up where the old one left them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.client import CONTROLLER_NAME, NAMESPACE
+from cuberay.platform.controller import Controller
+
+
+def head_node_id() -> str:
+    for node in ray.nodes():
+        if node["Alive"] and "node:__internal_head__" in node["Resources"]:
+            return node["NodeID"]
+    raise PlatformNotRunningError("the Ray cluster has no alive head node; restart it (`cuberay up`)")
+
+
+def find() -> Any | None:
+    """The controller's handle, or None if it is not running."""
+    try:
+        return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
+    except ValueError:
+        return None
+
+
+def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: float = 120.0) -> Any:
+    """Create the detached controller on the head node (or return the running one); waits until it answers."""
+    if replace:
+        uninstall(timeout_s=timeout_s)
+    actor = ray.remote(Controller).options(
+        name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
+        max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))
+    handle = actor.remote(dict(platform))
+    try:
+        ray.get(handle.ping.remote(), timeout=timeout_s)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        raise (cause if isinstance(cause, CuberayError) else err) from None
+    except ray.exceptions.RayActorError as err:
+        raise PlatformNotRunningError(f"the cuberay controller could not start: {err}; read its log in the "
+                                      f"Ray dashboard (Actors tab, {CONTROLLER_NAME})") from None
+    return handle
+
+
+def uninstall(timeout_s: float = 60.0) -> bool:
+    """Kill the controller (no restart); True if one was running. Jobs keep their state in the store."""
+    handle = find()
+    if handle is None:
+        return False
+    ray.kill(handle, no_restart=True)
+    deadline = time.monotonic() + timeout_s
+    while find() is not None:  # the name is freed once the GCS has marked the actor dead
+        if time.monotonic() > deadline:
+            raise PlatformNotRunningError(f"the controller {CONTROLLER_NAME} did not stop within {timeout_s}s")
+        time.sleep(0.1)
+    return True

@@ -1,0 +1,162 @@
+"""The job and platform commands against a real controller on the session's Ray cluster.
+
+Most commands run in this process through ``cuberay.cli.main`` (already
+connected to the cluster, so they are fast); one test runs ``python -m
+cuberay`` as a subprocess with only RAY_ADDRESS to find the cluster, as a user
+would.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import pytest
+import yaml
+
+from cuberay.cli import main
+from cuberay.platform import client
+from cuberay.platform.states import JobState
+
+T = TypeVar("T")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # rich fits tables to the terminal (80 columns without one); these tests read whole cells.
+    monkeypatch.setenv("COLUMNS", "250")
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 0.3) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def task_file(tmp_path: Path, name: str, command: str, *, tenant: str = "a", workers: int = 1,
+              gpu: str = "0") -> Path:
+    """A Task spec on disk, named uniquely (the session's cluster is shared)."""
+    spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
+            "metadata": {"name": f"{name}-{uuid.uuid4().hex[:6]}", "tenant": tenant},
+            "spec": {"workers": workers, "resources": {"cpu": "1", "gpu": gpu}, "command": command}}
+    path = tmp_path / f"{spec['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def py(code: str) -> str:
+    return f"{sys.executable} -c \"{code}\""
+
+
+@pytest.mark.timeout(240)
+def test_submit_wait_status_logs_and_history(platform, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = task_file(tmp_path, "cli-ok", py("print('cli-marker', flush=True)"))
+    code, out, err = cli(capsys, "submit", str(spec), "--wait", "-o", "json")
+    assert code == 0, err
+    record = json.loads(out)  # stdout is the record and nothing else
+    assert record["state"] == "SUCCEEDED" and record["tenant"] == "a" and record["user"] == platform.user
+    job_id = record["id"]
+    assert f"{job_id}: SUCCEEDED" in err  # the progress lines went to stderr
+
+    code, out, _ = cli(capsys, "status", job_id, "-o", "json")
+    assert code == 0 and json.loads(out) == client.status(job_id).model_dump(mode="json")
+    code, out, _ = cli(capsys, "status", job_id)
+    assert code == 0 and "SUCCEEDED" in out and job_id in out
+    code, out, _ = cli(capsys, "logs", job_id)
+    assert code == 0 and "cli-marker" in out
+
+    platform_yaml = tmp_path / "platform.yaml"
+    platform_yaml.write_text(yaml.safe_dump(platform.spec))
+    code, out, err = cli(capsys, "history", "export", "--platform", str(platform_yaml))
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert any(r["tenant"] == "a" and r["workers"] == "1" and float(r["duration"]) > 0 for r in rows), rows
+
+
+@pytest.mark.timeout(240)
+def test_submit_prints_next_steps_and_wait_exits_1_on_failure(platform, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    spec = task_file(tmp_path, "cli-fail", py("import sys; sys.exit(3)"))
+    code, out, err = cli(capsys, "submit", str(spec), "--wait")
+    assert code == 1, err
+    job_id = out.splitlines()[0].split("'")[1]
+    assert out.splitlines()[0] == f"Job '{job_id}' submitted"
+    assert "Next steps" in err and f"cuberay logs {job_id} -f" in err and "FAILED" in err
+    assert client.status(job_id).state == JobState.FAILED
+
+
+@pytest.mark.timeout(240)
+def test_queue_shows_a_quota_wait_and_cancel_ends_it(platform, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # Tenant a may use at most 8 GPUs: the filler takes all 8, so the next job waits for quota.
+    filler = client.submit(task_file(tmp_path, "fill", py("import time; time.sleep(300)"), workers=2, gpu="4"))
+    wait_for(lambda: client.status(filler.id).state == JobState.RUNNING, 90, "the filler to run")
+    code, out, err = cli(capsys, "submit", str(task_file(tmp_path, "waits", py("print(1)"), gpu="1")))
+    assert code == 0, err
+    waiter = out.split("'")[1]
+
+    def waiting_entry() -> dict[str, Any] | None:
+        code, out, _ = cli(capsys, "queue", "--tenant", "a", "-o", "json")
+        assert code == 0
+        entries = {e["job_id"]: e for e in json.loads(out)}
+        entry = entries.get(waiter)
+        # The first reason is "waiting for the next admission cycle"; the cycle then names the quota.
+        return entries if entry and entry["position"] == 1 and "max" in entry["reason"] else None
+
+    entries = wait_for(waiting_entry, 30, "the queue to show the waiting job with its quota reason")
+    assert entries[filler.id]["state"] == "RUNNING" and entries[filler.id]["position"] is None
+    assert entries[waiter]["state"] == "QUEUED" and "tenant 'a'" in entries[waiter]["reason"]
+    code, out, _ = cli(capsys, "queue", "--tenant", "a")
+    assert code == 0 and "POSITION" in out and waiter in out
+
+    code, out, _ = cli(capsys, "cancel", waiter)
+    assert code == 0 and out.strip() == f"Job '{waiter}' cancelled"
+    code, out, _ = cli(capsys, "cancel", filler.id, "-o", "json")
+    assert code == 0 and json.loads(out)["state"] == "CANCELLED"
+    code, _, err = cli(capsys, "cancel", "no-such-job-xyz")
+    assert code == 4 and "no-such-job-xyz" in err
+
+
+def test_tenants_table_and_json(platform, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "tenants", "-o", "json")
+    assert code == 0
+    usages = {t["name"]: t for t in json.loads(out)}
+    assert set(usages) == {"a", "b", "c"}
+    assert usages["a"]["guaranteed"]["GPU"] == 4 and usages["a"]["max"]["GPU"] == 8
+    assert usages["c"]["max"]["GPU"] == 4 and usages["c"]["in_use"].get("GPU", 0) == 0
+    code, out, _ = cli(capsys, "tenants")
+    assert code == 0 and "GUARANTEED" in out and "BORROWED" in out and "GPU=8" in out
+
+
+@pytest.mark.timeout(180)
+def test_cli_as_a_subprocess_finds_the_cluster_by_ray_address(platform, ray_cluster) -> None:
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.address, "CUBERAY_HOME": str(platform.storage / "home")}
+    run = [sys.executable, "-m", "cuberay"]
+    listed = subprocess.run([*run, "queue", "-o", "json"], env=env, cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []  # nothing else on stdout, and nothing queued
+    missing = subprocess.run([*run, "status", "no-such-job-xyz"], env=env, cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=120)
+    assert missing.returncode == 4, missing.stdout + missing.stderr
+    assert "no-such-job-xyz" in missing.stderr and "Traceback" not in missing.stderr
