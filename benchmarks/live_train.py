@@ -1,7 +1,8 @@
 """The training function both sides of ``bench_live.py`` run: tiny DDP steps, first step marked.
 
-Rank 0 writes the wall-clock time of the end of its first optimisation step to
-``config["marker"]`` (a file; every process is on this machine) and prints it,
+Rank 0 writes two wall-clock times to ``config["marker"]`` (a file; every
+process is on this machine): when the train function was entered (the worker
+group is up) and the end of its first optimisation step, and prints the latter,
 so the benchmark reads "submit -> first step" the same way for a cuberay job
 and for a plain ``ray job submit`` of the same TorchTrainer.
 """
@@ -16,6 +17,7 @@ MARKER = "CUBERAY_BENCH_FIRST_STEP"
 
 
 def train_func(config: dict[str, Any]) -> None:
+    entered = time.time()
     import ray.train
     import ray.train.torch
     import torch
@@ -31,5 +33,5 @@ def train_func(config: dict[str, Any]) -> None:
         optimizer.step()
         if step == 0 and ray.train.get_context().get_world_rank() == 0:
             now = time.time()
-            Path(config["marker"]).write_text(repr(now))
+            Path(config["marker"]).write_text(f"{entered!r} {now!r}")
             print(f"{MARKER} {now!r}", flush=True)

@@ -8,10 +8,9 @@ exits 0, as a STOPPED Ray Job does). Every command reads the platform through
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -20,19 +19,18 @@ from cuberay.cli import progress, views
 from cuberay.cli.output import Format, emit, error_console
 from cuberay.errors import AdmissionError, JobFailedError, NotFoundError, SpecError
 from cuberay.platform import client
+from cuberay.platform.specs import Platform, load_platform
 from cuberay.platform.states import JobState
 from cuberay.platform.store import JobRecord
 
 OUTPUT_HELP = "table | json | yaml (json/yaml: the API's records, nothing else on stdout)."
-PLATFORM_ENV = "CUBERAY_PLATFORM"
-DEFAULT_PLATFORM = Path("configs/platform.yaml")
 
 
-def _output() -> Format:
+def _output() -> Any:  # a typer OptionInfo, used as a parameter default
     return typer.Option(Format.table, "--output", "-o", "--format", help=OUTPUT_HELP)
 
 
-def _tenant() -> Optional[str]:
+def _tenant() -> Any:
     return typer.Option(None, "--tenant", "-t", help="Tenant to submit to (default: the spec's, else your only one).")
 
 
@@ -167,14 +165,13 @@ def history_export(
                             help="CSV file to write (default: stdout)."),
     platform: Optional[Path] = typer.Option(
         None, "--platform", "-p", metavar="FILE",
-        help=f"Platform file whose database to read (default: ${PLATFORM_ENV}, else {DEFAULT_PLATFORM})."),
+        help="Platform file whose database to read (default: configs/platform.yaml, as `cuberay up`)."),
 ) -> None:
     """Write finished jobs as a trace in the simulator's generic CSV format (replay with `cuberay sim`)."""
     from cuberay.platform.history import export_trace
-    from cuberay.platform.specs import load_platform
     from cuberay.platform.store import Store
 
-    url = _database_url(load_platform(platform_file(platform)))
+    url = _database_url(load_platform(client.find_platform_file(platform)))
     with Store(url) as store:
         records = store.finished_jobs()
     if out == "-":
@@ -189,16 +186,7 @@ def history_export(
                           highlight=False)
 
 
-def platform_file(given: Path | None) -> Path:
-    """--platform, else $CUBERAY_PLATFORM, else ./configs/platform.yaml (SpecError if none exists)."""
-    path = given or Path(os.environ.get(PLATFORM_ENV) or DEFAULT_PLATFORM)
-    if not path.is_file():
-        raise SpecError(f"platform file {str(path)!r} does not exist; pass --platform FILE "
-                        f"or set {PLATFORM_ENV}")
-    return path
-
-
-def _database_url(plat) -> str:
+def _database_url(plat: Platform) -> str:
     """The platform's database URL; a SQLite file that is not there means the platform never ran."""
     from sqlalchemy.engine import make_url
 

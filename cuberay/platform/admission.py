@@ -273,8 +273,8 @@ class _Cycle:
         self.preemption_attempts_left = self.p.max_preemptions_per_cycle
         self.failed_preemptions: set[tuple] = set()
         self._lowest: int | None = None
-        starve = self.p.starve_after_s
-        self.starve_before = None if starve is None else now - starve
+        self.blocked: list[JobRequest] = []
+        self.admitted: set[str] = set()
         self.reservation = self._refresh_reservation(state.reservation)
 
     def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
@@ -294,16 +294,13 @@ class _Cycle:
     def key(self, b: Bucket, head: tuple[float, int, str]) -> tuple:
         if self.p.fifo:
             return (head[0], head[1])
-        # Jobs waiting longer than starve_after_s go first, oldest first, whatever their band or
-        # tenant share: fair share and least-attained-service must not starve anyone.
-        if self.starve_before is not None and head[0] <= self.starve_before:
-            return (-b.priority, 0, 0, 0.0, head[0], head[1])
         share = self.s.tenant_share(b.tenant, self.usage.get(b.tenant, {})) if self.p.fair_share else 0.0
-        return (-b.priority, 1, b.band, share, head[0], head[1])
+        return (-b.priority, b.band, share, head[0], head[1])
 
     def run(self) -> Cycle:
         try:
             self._loop()
+            self._reserve_for_oldest_blocked()
         finally:
             self.co.rollback()
         return Cycle(self.decisions, self.waits)
@@ -362,7 +359,7 @@ class _Cycle:
             self.failed_shapes.clear()  # victims may have freed more than the job took
             return True
         self.waits[job.id] = self._capacity_reason(job) if self.explain else "waiting for capacity"
-        self._maybe_reserve(job)
+        self.blocked.append(job)
         return False
 
     def _over_max(self, job: JobRequest) -> str | None:
@@ -394,8 +391,9 @@ class _Cycle:
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
         _add(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
+        self.admitted.add(job.id)
         holder = self.reservation is not None and self.reservation.job_id == job.id
-        self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder or self._overdue(job)))
+        self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder))
         if self.reservation and self.reservation.job_id == job.id:
             self.reservation = None
             self.decisions.append(Reserve(None))
@@ -409,16 +407,22 @@ class _Cycle:
             msg += f"; capacity is held for {self.reservation.job_id}"
         return msg
 
-    # reservation (EASY-style backfill without runtime estimates: hold specific capacity)
-    def _maybe_reserve(self, job: JobRequest) -> None:
-        if not self.p.reserve:
+    # reservation (backfill without runtime estimates: hold capacity for one blocked job)
+    def _reserve_for_oldest_blocked(self) -> None:
+        """Give the reservation to the oldest blocked job of the highest priority.
+
+        Queue order (service band, tenant share) decides who backfills; the
+        reservation goes by age, so whatever the order favours, the job that has
+        waited longest is always accumulating capacity and cannot starve. It is
+        sticky: only a blocked job of strictly higher priority takes it over.
+        """
+        if not self.p.reserve or not self.blocked:
             return
-        current = self.reservation
-        if current is not None:
-            holder = self.s.queue.get(current.job_id)  # type: ignore[arg-type]
-            if holder is not None and holder.priority >= job.priority:
-                return
-        self.reservation = Reserve(job.id, _reservation_nodes(self.s.ledger, job), self.now)
+        oldest = min(self.blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
+        current = self.s.queue.get(self.reservation.job_id) if self.reservation else None  # type: ignore[arg-type]
+        if current is not None and current.id not in self.admitted and current.priority >= oldest.priority:
+            return
+        self.reservation = Reserve(oldest.id, _reservation_nodes(self.s.ledger, oldest), self.now)
         self.decisions.append(self.reservation)
 
     # preemption
@@ -490,7 +494,7 @@ class _Cycle:
         now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
         prio = job.priority
         las_first_band = self.p.las_threshold_gpu_s is not None and (
-            self.s.band_of(job) == 0 or self._overdue(job))
+            self.s.band_of(job) == 0)
         cards = job.gpus > 0  # then the contended resources are the accelerator cards
         for tenant, runs in self.s.running_by_tenant.items():
             same = tenant == job.tenant
@@ -538,11 +542,8 @@ class _Cycle:
     def _outranks(self, job: JobRequest, run: RunningJob) -> bool:
         if job.priority != run.job.priority:
             return job.priority > run.job.priority
-        return (self.p.las_threshold_gpu_s is not None and (self.s.band_of(job) == 0 or self._overdue(job))
+        return (self.p.las_threshold_gpu_s is not None and self.s.band_of(job) == 0
                 and self.now >= run.band_flip and not run.protected)
-
-    def _overdue(self, job: JobRequest) -> bool:
-        return self.starve_before is not None and job.submit_time <= self.starve_before
 
     def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
         quota = self.s.tenants.get(tenant)
@@ -602,27 +603,29 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
 # -- helpers -------------------------------------------------------------------------
 
 def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
-    """Pick the capacity to hold for a blocked job: whole-node shares on the nodes with most free now.
+    """Claim free capacity for the reservation holder, up to what its gang needs, most-free nodes first.
 
-    Re-picked every cycle: without runtime estimates we cannot know which node
-    drains first, so the hold follows the free capacity instead of waiting on the
-    longest job of a fixed node. Backfilled jobs may not use held capacity.
+    Recomputed every cycle. Without runtime estimates we cannot know which node
+    drains first, so the holder claims whatever is free wherever it frees up;
+    backfilled jobs may only use the rest, and claimed capacity is never lost
+    to them. The holder starts once the cluster has turned over enough.
     """
     selector = job.worker.node_selector()
-    keys = score_key(job.worker)
-    counter = FitCounter(job.worker, empty=True)
+    counter = FitCounter(job.worker)
+    policy = job.placement.resolve(job.worker)
+    whole_node = FitCounter(job.worker, empty=True) if policy is Placement.STRICT_PACK else None
     candidates = []
     for node in ledger.nodes.values():
         if not node.alive or (selector and not node.matches(selector)):
             continue
+        if whole_node is not None and whole_node(node) < job.workers:
+            continue
         k = counter(node)
         if k > 0:
-            free_now = sum(node.free.get(key, 0.0) for key in keys)
-            candidates.append((-free_now, node.id, k))
+            candidates.append((-k, node.id, k))
     candidates.sort()
-    policy = job.placement.resolve(job.worker)
-    if policy is Placement.STRICT_PACK:
-        candidates = [c for c in candidates if c[2] >= job.workers][:1]
+    if whole_node is not None:
+        candidates = candidates[:1]
     per_node_cap = 1 if policy is Placement.STRICT_SPREAD else None
     held: dict[str, dict[str, float]] = {}
     left = job.workers
@@ -631,8 +634,8 @@ def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, f
         held[node_id] = (job.worker.resources * take).as_dict()
         left -= take
         if left <= 0:
-            return held
-    return {}
+            break
+    return held
 
 
 def _contended(job: JobRequest) -> tuple[str, ...]:

@@ -336,11 +336,12 @@ class Controller:
             if job.tenant != owner.name:
                 job = job.with_tenant(owner.name)
             now = time.time()
-            job_id = f"{owner.name}-{job.name}-{self.store.next_seq(owner.name, job.name)}"
+            seq = self.store.next_seq(owner.name, job.name)
+            job_id = f"{owner.name}-{job.name}-{seq}"
             req = conv.job_request(job_id, job, owner, now)
             record = JobRecord(id=job_id, tenant=owner.name, name=job.name, kind=job.kind, user=user,
                                spec=job.model_dump(mode="json"), state=JobState.QUEUED, priority=req.priority,
-                               submit_time=now, seq=int(job_id.rsplit("-", 1)[1]), gpus=req.gpus, driver=driver,
+                               submit_time=now, seq=seq, gpus=req.gpus, driver=driver,
                                submission_id=submission_id, reason="waiting for the next admission cycle")
             rule, problem = self._never_fits(job, req)
             if problem:

@@ -12,9 +12,10 @@ and always shuts the platform down. Presentation is the caller's (the CLI
 draws the snapshots); this module only runs the scenario.
 
 The demo is self-contained: it runs in a scratch directory (its own
-``CUBERAY_HOME`` and platform storage, deleted at the end), so a platform the
-user already runs with ``cuberay up``, and that platform's database, are left
-alone, and jobs of an earlier, interrupted demo never come back.
+``CUBERAY_HOME``, Ray temp dir and platform storage, deleted at the end), so a
+platform the user already runs with ``cuberay up``, that platform's database and
+any other Ray on the machine are left alone, and jobs of an earlier,
+interrupted demo never come back.
 
 Its head advertises as many logical CPUs as the platform's node pools hold (6
 in configs/platform.yaml), at least the machine's cores: on a 2-core laptop the
@@ -52,6 +53,10 @@ DDP_JOB = "jobs/train-ddp.yaml"
 # Ray reads a starting node's resources from this variable (what its autoscaler uses for fake nodes).
 RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"
 HOME_ENV = "CUBERAY_HOME"
+# Ray's temp dir root. Its default, /tmp/ray, is one per machine: its ray_current_cluster file names
+# the last cluster started by anyone here, and Ray's job supervisor hands that address to every job
+# driver, so with another Ray on the machine our drivers could join the wrong cluster.
+TMPDIR_ENV = "RAY_TMPDIR"
 # "accuracy": 0.925 in the runner's "final metrics {...}" line (or accuracy=0.925 in a message).
 _ACCURACY = re.compile(r"accuracy\W{0,4}\s*([01](?:\.\d+)?(?:e-?\d+)?)", re.IGNORECASE)
 
@@ -121,9 +126,10 @@ def scratch_platform(source: Path, scratch: Path) -> Path:
 
 @contextlib.contextmanager
 def scratch_env(scratch: Path, cpus: int) -> Iterator[None]:
-    """Inside: cuberay's local head state lives in ``scratch``, and a new head gets ``cpus`` logical CPUs."""
-    saved = {key: os.environ.get(key) for key in (HOME_ENV, RESOURCES_ENV)}
+    """Inside: cuberay's local head state and Ray's temp dir live in ``scratch``; a new head gets ``cpus`` CPUs."""
+    saved = {key: os.environ.get(key) for key in (HOME_ENV, RESOURCES_ENV, TMPDIR_ENV)}
     os.environ[HOME_ENV] = str(scratch / "home")
+    os.environ[TMPDIR_ENV] = str(scratch)
     if not saved[RESOURCES_ENV]:  # the caller's own override wins
         os.environ[RESOURCES_ENV] = json.dumps({"CPU": cpus})
     try:

@@ -168,7 +168,8 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
             if on_wait is not None:
                 record = client.status(job_id)
                 entry = next((e for e in client.queue(record.tenant) if e.job_id == job_id), None)
-                on_wait(entry, record)
+                if record.state.is_waiting and (entry is None or entry.state.is_waiting):
+                    on_wait(entry, record)  # (admitted between the two reads: the next poll says so)
             else:
                 where = f"position {info['position']}" if info["position"] else "waiting"
                 print(f"queued: {where}: {info['reason']}", flush=True)

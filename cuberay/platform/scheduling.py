@@ -38,7 +38,6 @@ class Policy:
     min_run_before_preempt_s: float = 0.0      # priority/LAS victims must have run this long
     max_preemptions_per_cycle: int = 1
     scan_limit: int | None = None       # most buckets examined per cycle (None: all)
-    starve_after_s: float | None = 24 * 3600.0  # jobs waiting longer go first, oldest first (None: never)
 
 
 POLICIES: dict[str, Policy] = {

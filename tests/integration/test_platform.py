@@ -56,17 +56,21 @@ def ray_worker_nodes(job_client, job_id: str) -> dict[int, str]:
     """rank -> the node id the worker itself reported, from the job's Ray Job log."""
     sid = client.status(job_id).submission_id
     assert sid, f"{job_id} has no Ray Job"
-    logs = job_client.get_job_logs(sid)
-    found = {int(m.group(1)): m.group(3) for m in WORKER_LINE.finditer(logs)}
-    for worker, node in found.items():
-        assert re.search(rf"\[worker {worker}\] rank={worker} ", logs), logs
+    return ray_worker_nodes_by_sid(job_client, sid)
+
+
+def ray_worker_nodes_by_sid(job_client, sid: str) -> dict[int, str]:
+    found = {}
+    for match in WORKER_LINE.finditer(job_client.get_job_logs(sid)):
+        assert match.group(1) == match.group(2), f"gang worker {match.group(1)} has RANK {match.group(2)}"
+        found[int(match.group(1))] = match.group(3)
     return found
 
 
-def gpu_placement_groups() -> list[dict]:
-    """Ray's reserved (CREATED) placement groups that hold GPUs."""
+def gpu_placement_groups(state: str = "CREATED") -> list[dict]:
+    """Ray's placement groups in ``state`` that hold GPUs."""
     return [pg for pg in placement_group_table().values()
-            if pg["state"] == "CREATED" and any(b.get("GPU", 0) > 0 for b in pg["bundles"].values())]
+            if pg["state"] == state and any(b.get("GPU", 0) > 0 for b in pg["bundles"].values())]
 
 
 def ctl(platform, method: str, *args: Any) -> Any:
@@ -87,6 +91,7 @@ def test_seed_case_four_gangs_share_three_nodes_and_run_where_allocated(platform
             for i, tenant in enumerate(["a", "a", "b", "b"])]
     ids = [r.id for r in refs]
     allocations: dict[str, list[str]] = {}
+    pending_since: dict[str, float] = {}  # placement group -> first seen PENDING
     most_running = most_pgs = 0
     deadline = time.monotonic() + 150
     while not all(client.status(j).state.is_terminal for j in ids):
@@ -94,8 +99,12 @@ def test_seed_case_four_gangs_share_three_nodes_and_run_where_allocated(platform
         running = ctl(platform, "running")
         for job_id, nodes in running.items():
             allocations.setdefault(job_id, nodes)
-        pgs = gpu_placement_groups()
-        most_running, most_pgs = max(most_running, len(running)), max(most_pgs, len(pgs))
+        most_running = max(most_running, len(running))
+        most_pgs = max(most_pgs, len(gpu_placement_groups()))
+        for pg in gpu_placement_groups("PENDING"):
+            pending_since.setdefault(pg["placement_group_id"], time.monotonic())
+            # An admitted gang that Ray cannot place at once means the ledger promised what Ray lacks.
+            assert time.monotonic() - pending_since[pg["placement_group_id"]] < 10, pg
         time.sleep(0.2)
     records = [client.status(j) for j in ids]
     assert [r.state for r in records] == [JobState.SUCCEEDED] * 4, records
@@ -149,11 +158,6 @@ def test_owner_reclaims_borrowed_gpus_by_preempting_the_borrower(platform, ray_c
     again = wait_for(lambda: (r := client.status(victim)).state.holds_resources and r.attempts == 2 and r,
                      60, "the preempted job to be admitted again")
     assert again.submission_id in (None, f"cuberay-{victim}-2")
-
-
-def ray_worker_nodes_by_sid(job_client, sid: str) -> dict[int, str]:
-    logs = job_client.get_job_logs(sid)
-    return {int(m.group(1)): m.group(3) for m in WORKER_LINE.finditer(logs)}
 
 
 def test_impossible_jobs_strangers_and_unknown_ids_are_refused(platform) -> None:

@@ -266,3 +266,43 @@ def test_every_platform_command_has_help(capsys: pytest.CaptureFixture[str]) -> 
     capsys.readouterr()
     assert main(["submit", "--help"]) == 0
     assert "--wait" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the demo's pure helpers
+
+
+def test_demo_platform_copy_keeps_tenants_and_moves_storage(tmp_path: Path) -> None:
+    from cuberay.platform import demo
+    from cuberay.platform.specs import load_platform
+
+    source = Path(__file__).resolve().parents[2] / "configs" / "platform.yaml"
+    copy = load_platform(demo.scratch_platform(source, tmp_path))
+    original = load_platform(source)
+    assert [t.name for t in copy.tenants] == [t.name for t in original.tenants]
+    assert copy.database_url() == f"sqlite:///{tmp_path / 'storage' / 'cuberay.db'}"
+    assert all(t.storage == f"{tmp_path / 'storage'}/{t.name}" for t in copy.tenants)
+    assert demo.head_cpus(original) >= 6  # the node pools' CPUs: the three demo jobs fit at once
+
+
+def test_demo_submits_as_a_member_of_each_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuberay.platform import demo
+    from cuberay.platform.specs import load_platform
+
+    plat = load_platform(Path(__file__).resolve().parents[2] / "configs" / "platform.yaml")
+    monkeypatch.setattr(client, "current_user", lambda: "somebody-else")
+    assert demo.submitter(plat, "vision") == "alice"      # its admin: the caller is not a member
+    assert demo.submitter(plat, "research") == "somebody-else"  # "*": everyone is a member
+    monkeypatch.setattr(client, "current_user", lambda: "carol")
+    assert demo.submitter(plat, "nlp") == "carol"
+
+
+def test_demo_reads_the_final_accuracy_from_the_runner_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuberay.platform import demo
+
+    log = ('cuberay: final metrics {"epoch": 3, "loss": 0.21, "accuracy": 0.9611, "world_size": 2}\n'
+           "cuberay: checkpoint /tmp/x\n")
+    monkeypatch.setattr(client, "logs", lambda job, follow=False: iter([log]))
+    assert demo.final_accuracy(record(state=JobState.SUCCEEDED, message="Ray Job x succeeded")) == 0.9611
+    assert demo.final_accuracy(record(state=JobState.SUCCEEDED, message="accuracy=0.5")) == 0.5
+    monkeypatch.setattr(client, "logs", lambda job, follow=False: iter(["no metrics here"]))
+    assert demo.final_accuracy(record(state=JobState.FAILED, message="boom")) is None
