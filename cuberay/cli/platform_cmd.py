@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import typer
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
@@ -16,6 +16,9 @@ from cuberay.cli.output import Format, emit, error_console
 from cuberay.errors import JobFailedError
 from cuberay.platform import client
 from cuberay.platform.states import JobState
+
+if TYPE_CHECKING:
+    from cuberay.platform.demo import DemoResult, Snapshot
 
 
 @app.command()
@@ -100,7 +103,7 @@ def demo(
                              f"shows why (run again with CUBERAY_DEBUG=1 for details)")
 
 
-def _demo_view(snapshot):
+def _demo_view(snapshot: Snapshot) -> Group:
     """The live queue table, then the demo jobs that already ended."""
     title = f"cuberay queue  ({views.span(snapshot.elapsed_s)})"
     parts = [views.table(views.queue_rows(snapshot.queue), views.QUEUE_COLUMNS, title=title)]
@@ -110,13 +113,13 @@ def _demo_view(snapshot):
     return Group(*parts)
 
 
-def _demo_lines(err):
+def _demo_lines(err: Console) -> Callable[[Snapshot], None]:
     """An on_tick that prints each demo job's state line when it changes."""
     from cuberay.cli.progress import waiting_line
 
     last: dict[str, str] = {}
 
-    def tick(snapshot) -> None:
+    def tick(snapshot: Snapshot) -> None:
         entries = {e.job_id: e for e in snapshot.queue}
         for record in snapshot.records:
             line = waiting_line(record, entries.get(record.id))
@@ -127,7 +130,7 @@ def _demo_lines(err):
     return tick
 
 
-def _result_rows(result) -> list[dict[str, str]]:
+def _result_rows(result: DemoResult) -> list[dict[str, str]]:
     rows = []
     for record in result.records:
         row = views.job_row(record)

@@ -212,8 +212,17 @@ class ClusterState:
         run = self.finish(job_id)
         if run is not None:
             run.job.attained_gpu_s = run.attained_at(now) if attained_gpu_s is None else attained_gpu_s
+            run.job.queued_at = now
             self.queue.add(run.job)
         return run
+
+    def remove_node(self, node_id: str, now: float) -> list[RunningJob]:
+        """A node left: requeue the jobs that had workers on it, then drop it from the ledger."""
+        hit = [r for r in list(self.running.values()) if node_id in r.allocation.node_ids]
+        for run in hit:
+            self.preempt(run.job.id, now)
+        self.ledger.remove_node(node_id)
+        return hit
 
     def tenant_share(self, tenant: str, usage: Mapping[str, float] | None = None) -> float:
         """Dominant share of the tenant's guarantee in use (DRF); no guarantee counts as a huge share."""
@@ -270,11 +279,10 @@ class _Cycle:
         self.waits: dict[str, str] = {}
         self.preempted: set[str] = set()
         self.failed_shapes: set[object] = set()
+        self.blocked: list[JobRequest] = []  # capacity-blocked jobs seen this cycle
         self.preemption_attempts_left = self.p.max_preemptions_per_cycle
         self.failed_preemptions: set[tuple] = set()
         self._lowest: int | None = None
-        self.blocked: list[JobRequest] = []
-        self.admitted: set[str] = set()
         self.reservation = self._refresh_reservation(state.reservation)
 
     def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
@@ -295,12 +303,30 @@ class _Cycle:
         if self.p.fifo:
             return (head[0], head[1])
         share = self.s.tenant_share(b.tenant, self.usage.get(b.tenant, {})) if self.p.fair_share else 0.0
-        return (-b.priority, b.band, share, head[0], head[1])
+        band = b.band
+        if band and self.p.las_promote is not None:
+            band = self.band(self.s.queue.get(head[2]))  # type: ignore[arg-type]
+        return (-b.priority, band, share, head[0], head[1])
+
+    def band(self, job: JobRequest) -> int:
+        """Service band now: Tiresias-style promotion back to band 0 after waiting as long as it ran."""
+        band = self.s.band_of(job)
+        factor = self.p.las_promote
+        if band and factor is not None:
+            ran = job.attained_gpu_s / max(job.gpus, 1.0)
+            if self.now - job.queued_at >= factor * ran:
+                return 0
+        return band
 
     def run(self) -> Cycle:
         try:
+            if self.p.reserve and self.reservation is None:
+                self._reserve_for_oldest()
             self._loop()
-            self._reserve_for_oldest_blocked()
+            if self.p.reserve and self.reservation is None and self.blocked:
+                oldest = min(self.blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
+                self.reservation = Reserve(oldest.id, _reservation_nodes(self.s.ledger, oldest), self.now)
+                self.decisions.append(self.reservation)
         finally:
             self.co.rollback()
         return Cycle(self.decisions, self.waits)
@@ -343,6 +369,9 @@ class _Cycle:
     def _try(self, job: JobRequest) -> bool:
         quota_reason = self._over_max(job)
         if quota_reason:
+            # Only the tenant's own lower-priority jobs can make room under its max.
+            if self.p.preempt and self._try_preempt(job, False, own_only=True):
+                return True
             self._quota_blocked.add(job.id)
             self.waits[job.id] = quota_reason
             return False
@@ -382,16 +411,24 @@ class _Cycle:
             if free.get(name, 0.0) - (held.get(name, 0.0) if held else 0.0) + _EPS < amount:
                 return None
         nodes = self.s.ledger.nodes.values()
-        if job.max_workers and job.max_workers > job.workers:
+        if job.max_workers and job.max_workers > job.workers and self._max_allows(job, job.max_workers):
             found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved)
             if found:
                 return found
         return place(nodes, job.worker, job.workers, job.placement, reserved=reserved)
 
+    def _max_allows(self, job: JobRequest, workers: int) -> bool:
+        """Would ``workers`` copies of the worker keep the tenant within its max?"""
+        quota = self.s.tenants.get(job.tenant)
+        if quota is None or quota.max is None:
+            return True
+        used = self.usage.get(job.tenant, {})
+        return all(used.get(n, 0.0) + a * workers <= quota.max.get(n, 0.0) + _EPS
+                   for n, a in job.worker.resources.items())
+
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
         _add(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
-        self.admitted.add(job.id)
         holder = self.reservation is not None and self.reservation.job_id == job.id
         self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder))
         if self.reservation and self.reservation.job_id == job.id:
@@ -408,32 +445,32 @@ class _Cycle:
         return msg
 
     # reservation (backfill without runtime estimates: hold capacity for one blocked job)
-    def _reserve_for_oldest_blocked(self) -> None:
-        """Give the reservation to the oldest blocked job of the highest priority.
+    def _reserve_for_oldest(self) -> None:
+        """Give the reservation to the oldest waiting job of the highest priority, if it cannot start now.
 
         Queue order (service band, tenant share) decides who backfills; the
         reservation goes by age, so whatever the order favours, the job that has
         waited longest is always accumulating capacity and cannot starve. It is
-        sticky: only a blocked job of strictly higher priority takes it over.
+        sticky until the holder starts or leaves the queue.
         """
-        if not self.p.reserve or not self.blocked:
+        heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in self.s.queue.buckets()]
+        if not heads:
             return
-        oldest = min(self.blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
-        current = self.s.queue.get(self.reservation.job_id) if self.reservation else None  # type: ignore[arg-type]
-        if current is not None and current.id not in self.admitted and current.priority >= oldest.priority:
+        job = self.s.queue.get(min(heads)[3])
+        if job is None or self._over_max(job) or self._place(job, honour_reservation=False):
             return
-        self.reservation = Reserve(oldest.id, _reservation_nodes(self.s.ledger, oldest), self.now)
+        self.reservation = Reserve(job.id, _reservation_nodes(self.s.ledger, job), self.now)
         self.decisions.append(self.reservation)
 
     # preemption
-    def _try_preempt(self, job: JobRequest, is_holder: bool) -> bool:
+    def _try_preempt(self, job: JobRequest, is_holder: bool, own_only: bool = False) -> bool:
         if self.preemption_attempts_left <= 0 or not (self.p.preempt or self.p.reclaim):
             return False
-        memo = (job.tenant, job.shape, job.priority, self.s.band_of(job))
+        memo = (job.tenant, job.shape, job.priority, self.band(job), own_only)
         if memo in self.failed_preemptions:
             return False
         self.preemption_attempts_left -= 1
-        chosen = self._release_until_fits(job, is_holder)
+        chosen = self._release_until_fits(job, is_holder, own_only)
         if not chosen:
             self.failed_preemptions.add(memo)
             return False
@@ -446,16 +483,16 @@ class _Cycle:
         self._admit(job, nodes, f"admitted after preempting {len(chosen)} job(s)")
         return True
 
-    def _release_until_fits(self, job: JobRequest, is_holder: bool) -> list[RunningJob]:
-        """Release victims in order until the job fits; undo and return [] if it never does."""
+    def _release_until_fits(self, job: JobRequest, is_holder: bool, own_only: bool = False) -> list[RunningJob]:
+        """Release victims in order until the job fits (and is within its max); undo and return [] if never."""
         contended = _contended(job)
         chosen: list[RunningJob] = []
-        for run in self._victims(job, contended):
+        for run in self._victims(job, contended, own_only):
             if run.job.tenant != job.tenant and not self._still_at_guarantee(run, contended):
                 continue  # usage moved while we released others
             self._release(run)
             chosen.append(run)
-            if self._place(job, honour_reservation=not is_holder):
+            if self._over_max(job) is None and self._place(job, honour_reservation=not is_holder):
                 return chosen
         for run in reversed(chosen):
             self._restore(run)
@@ -468,7 +505,7 @@ class _Cycle:
         needed = []
         for run in reversed(chosen[:-1]):
             self._restore(run)
-            if self._place(job, honour_reservation=not is_holder) is None:
+            if self._over_max(job) is not None or self._place(job, honour_reservation=not is_holder) is None:
                 self._release(run)
                 needed.append(run)
         return [chosen[-1], *needed]
@@ -482,9 +519,9 @@ class _Cycle:
         self.co._undo.append(("release", run.job.id))
         _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
 
-    def _victims(self, job: JobRequest, contended: tuple[str, ...]) -> Iterable[RunningJob]:
+    def _victims(self, job: JobRequest, contended: tuple[str, ...], own_only: bool = False) -> Iterable[RunningJob]:
         """Running jobs this job may preempt, cheapest to lose first; [] when they cannot free enough."""
-        within = self.p.reclaim and self._within_guarantee(job, contended)
+        within = self.p.reclaim and not own_only and self._within_guarantee(job, contended)
         can_outrank = self.p.preempt and (self.p.las_threshold_gpu_s is not None or job.priority > self._lowest_running())
         if not within and not can_outrank:
             return []
@@ -494,11 +531,11 @@ class _Cycle:
         now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
         prio = job.priority
         las_first_band = self.p.las_threshold_gpu_s is not None and (
-            self.s.band_of(job) == 0)
+            self.band(job) == 0)
         cards = job.gpus > 0  # then the contended resources are the accelerator cards
         for tenant, runs in self.s.running_by_tenant.items():
             same = tenant == job.tenant
-            if not same and not self._borrowing(tenant, contended):
+            if not same and (own_only or not self._borrowing(tenant, contended)):
                 continue
             for r in runs.values():
                 rp = r.job.priority
@@ -515,9 +552,12 @@ class _Cycle:
             if free.get(n, 0.0) + sum(r.allocation.total.get(n, 0.0) for r in out) + _EPS < job.total.get(n, 0.0):
                 return []
         now = self.now
-        # Cheapest first: lowest priority, later service band, least work lost, newest. Lazily ordered:
-        # most jobs need one or two victims, so a heap beats sorting every candidate.
-        heap = [(r.job.priority, now < r.band_flip, r.lost_work_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
+        # Cheapest first: lowest priority, later service band, no bigger than the need (preempting a
+        # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
+        # ordered: most jobs need one or two victims, so a heap beats sorting every candidate.
+        need = job.gpus
+        heap = [(r.job.priority, now < r.band_flip, max(0.0, r.job.gpus - need), r.lost_work_at(now), -r.start_time,
+                 i, r) for i, r in enumerate(out)]
         heapq.heapify(heap)
         return (heapq.heappop(heap)[-1] for _ in range(len(heap)))
 
@@ -542,7 +582,7 @@ class _Cycle:
     def _outranks(self, job: JobRequest, run: RunningJob) -> bool:
         if job.priority != run.job.priority:
             return job.priority > run.job.priority
-        return (self.p.las_threshold_gpu_s is not None and self.s.band_of(job) == 0
+        return (self.p.las_threshold_gpu_s is not None and self.band(job) == 0
                 and self.now >= run.band_flip and not run.protected)
 
     def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
@@ -589,49 +629,65 @@ def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
 
 
 def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
-    """Every queued job in the order admission considers them at ``now`` (for ``cuberay queue``)."""
+    """Every queued job in the order a cycle at ``now`` would consider them if each one started.
+
+    Like the cycle, a tenant's share grows with each of its jobs taken, so
+    tenants interleave (``cuberay queue`` shows the positions from this).
+    """
     cycle = _Cycle(state, now)
-    keyed = []
-    for b in state.queue.buckets():
-        for entry in b.entries:
-            job = state.queue.get(entry[2])
-            keyed.append((cycle.key(b, entry), job))
-    keyed.sort(key=lambda kv: kv[0])
-    return [job for _, job in keyed]
+    heap = [(cycle.key(b, b.entries[0]), i, b, 0) for i, b in enumerate(state.queue.buckets())]
+    heapq.heapify(heap)
+    out: list[JobRequest] = []
+    while heap:
+        key, i, b, pos = heapq.heappop(heap)
+        fresh = cycle.key(b, b.entries[pos])
+        if fresh > key:
+            heapq.heappush(heap, (fresh, i, b, pos))
+            continue
+        job = state.queue.get(b.entries[pos][2])
+        assert job is not None
+        out.append(job)
+        _add(cycle.usage.setdefault(job.tenant, {}), job.total, 1.0)
+        if pos + 1 < len(b.entries):
+            heapq.heappush(heap, (cycle.key(b, b.entries[pos + 1]), i, b, pos + 1))
+    return out
 
 
 # -- helpers -------------------------------------------------------------------------
 
 def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
-    """Claim free capacity for the reservation holder, up to what its gang needs, most-free nodes first.
+    """Claim capacity for the reservation holder: its gang's share of the most-free nodes, as it frees.
 
-    Recomputed every cycle. Without runtime estimates we cannot know which node
-    drains first, so the holder claims whatever is free wherever it frees up;
-    backfilled jobs may only use the rest, and claimed capacity is never lost
-    to them. The holder starts once the cluster has turned over enough.
+    Nodes that could host workers are taken most-free first until they could
+    host the whole gang; on each, the holder claims what is free now, up to its
+    workers' needs there. Recomputed every cycle: without runtime estimates we
+    cannot know which node drains first, but claimed capacity is never lost to
+    backfill, so claims only grow and the holder starts once enough has freed.
     """
     selector = job.worker.node_selector()
-    counter = FitCounter(job.worker)
-    policy = job.placement.resolve(job.worker)
-    whole_node = FitCounter(job.worker, empty=True) if policy is Placement.STRICT_PACK else None
+    keys = score_key(job.worker)
+    capacity = FitCounter(job.worker, empty=True)
     candidates = []
     for node in ledger.nodes.values():
         if not node.alive or (selector and not node.matches(selector)):
             continue
-        if whole_node is not None and whole_node(node) < job.workers:
-            continue
-        k = counter(node)
+        k = capacity(node)
         if k > 0:
-            candidates.append((-k, node.id, k))
+            candidates.append((-sum(node.free.get(key, 0.0) for key in keys), node.id, k))
     candidates.sort()
-    if whole_node is not None:
-        candidates = candidates[:1]
+    policy = job.placement.resolve(job.worker)
+    if policy is Placement.STRICT_PACK:
+        candidates = [c for c in candidates if c[2] >= job.workers][:1]
     per_node_cap = 1 if policy is Placement.STRICT_SPREAD else None
     held: dict[str, dict[str, float]] = {}
     left = job.workers
     for _, node_id, k in candidates:
         take = min(k, left, per_node_cap or k)
-        held[node_id] = (job.worker.resources * take).as_dict()
+        free = ledger.nodes[node_id].free
+        claim = {name: min(amount * take, max(free.get(name, 0.0), 0.0))
+                 for name, amount in job.worker.resources.items()}
+        if any(v > _EPS for v in claim.values()):
+            held[node_id] = claim
         left -= take
         if left <= 0:
             break

@@ -64,7 +64,7 @@ class Controller:
         self.store = Store(self.platform.database_url())
         self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in self.platform.tenants})
         self.ledger = Ledger()
-        self.state = ClusterState(self.ledger, conv.tenant_quotas(self.platform), conv.policy_of(self.platform))
+        self.state = ClusterState(self.ledger, self.platform.quotas(), self.platform.policy())
         self.foreign = ForeignUsage(self.ledger)
         self.drivers = Drivers(Launcher(cluster_dashboard_url(),
                                         max_drivers=self.platform.spec.scheduler.max_drivers))
@@ -184,7 +184,7 @@ class Controller:
                 self.state.reservation = d if d.job_id else None
 
     def _admit(self, d: Admit, now: float) -> None:
-        run = self.state.start(d.job_id, d.node_ids, now)
+        run = self.state.start(d.job_id, d.node_ids, now, protected=d.protected)
         rec = self.store.get_job(d.job_id)
         attempt = rec.attempts + 1
         nodes = ", ".join(sorted({conv.short(n) for n in d.node_ids}))

@@ -14,25 +14,11 @@ from cuberay.errors import AdmissionError
 from cuberay.platform.admission import ClusterState, RunningJob
 from cuberay.platform.client import QueueEntry, TenantUsage
 from cuberay.platform.queue import JobRequest
-from cuberay.platform.scheduling import Policy, TenantQuota
 from cuberay.platform.specs import Job, Platform, Tenant
 from cuberay.platform.states import JobState
 from cuberay.platform.store import JobRecord
 from cuberay.train.env import JobIdentity
 
-GPU_HOURS = 3600.0
-
-
-def tenant_quotas(platform: Platform) -> dict[str, TenantQuota]:
-    return {t.name: TenantQuota(t.name, t.guaranteed_resources(), t.max_resources()) for t in platform.tenants}
-
-
-def policy_of(platform: Platform) -> Policy:
-    """The admission knobs of ``platform.spec.scheduler``; reservations are always on (no starvation)."""
-    s = platform.spec.scheduler
-    las = None if s.las_threshold_gpu_hours is None else s.las_threshold_gpu_hours * GPU_HOURS
-    return Policy(backfill=s.backfill, reserve=True, reclaim=s.reclaim, preempt=s.preemption,
-                  las_threshold_gpu_s=las)
 
 
 def live_platform(platform: Platform) -> Platform:

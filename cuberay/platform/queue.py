@@ -32,6 +32,7 @@ class JobRequest:
     attained_gpu_s: float = 0.0
     max_runtime_s: float | None = None
     seq: int = 0
+    queued_at: float | None = None  # when it last entered the queue (submit, or preemption)
     total: Resources = field(init=False)
     gpus: float = field(init=False)
     shape: Hashable = field(init=False)
@@ -41,6 +42,8 @@ class JobRequest:
         self.total = self.worker.resources * self.workers
         self.gpus = sum(self.total.get(name, 0.0) for name in CARD_RESOURCES)
         self.shape = (self.worker, self.workers, self.max_workers, self.placement)
+        if self.queued_at is None:
+            self.queued_at = self.submit_time
 
 
 BucketKey = tuple  # (tenant, priority, band, shape)

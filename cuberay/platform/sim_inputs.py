@@ -152,17 +152,12 @@ def first_philly_submission(path: str) -> float:
 
 def platform_quotas(platform: Platform) -> dict[str, TenantQuota]:
     """Each tenant's guaranteed and max resources as the admission core sees them."""
-    return {t.name: TenantQuota(t.name, t.guaranteed_resources(), t.max_resources()) for t in platform.tenants}
+    return platform.quotas()
 
 
 def platform_policy(name: str, platform: Platform | None) -> Policy:
     """A named policy; ``cuberay`` takes the platform's scheduler settings (backfill, reclaim, LAS) when given."""
-    policy = policy_named(name)
-    if platform is None or name != "cuberay":
-        return policy
-    s = platform.spec.scheduler
-    las = None if s.las_threshold_gpu_hours is None else s.las_threshold_gpu_hours * 3600.0
-    return replace(policy, backfill=s.backfill, reclaim=s.reclaim, preempt=s.preemption, las_threshold_gpu_s=las)
+    return platform.policy() if platform is not None and name == "cuberay" else policy_named(name)
 
 
 def unknown_tenants(jobs: Sequence[TraceJob], quotas: dict[str, TenantQuota]) -> dict[str, int]:

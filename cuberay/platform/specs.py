@@ -18,6 +18,7 @@ Files look like Kubernetes objects::
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
@@ -30,6 +31,7 @@ from cuberay.platform import resources as res
 from cuberay.platform.ledger import Ledger
 from cuberay.platform.placement import Placement
 from cuberay.platform.resources import Resources, WorkerRequest
+from cuberay.platform.scheduling import Policy, TenantQuota, policy_named
 from cuberay.platform.spec_load import (Document, FieldError, amount_text, capacity_problem, dns_label, env_name,
                                         field_names, grammar, import_path, label_map, mount, one_document, over_text,
                                         parse_duration, pool_ledger, quota_problem, read_documents, require_mapping,
@@ -399,6 +401,17 @@ class Platform(SpecModel):
     def ledger(self) -> Ledger:
         """An empty ledger of the node pools (nodes ``<pool>-<i>``), for the simulator and fit checks."""
         return pool_ledger(self.spec.node_pools)
+
+    def quotas(self) -> dict[str, TenantQuota]:
+        """Each tenant's guaranteed and max resources as the admission core sees them."""
+        return {t.name: TenantQuota(t.name, t.guaranteed_resources(), t.max_resources()) for t in self.tenants}
+
+    def policy(self) -> Policy:
+        """The ``cuberay`` admission policy with this platform's scheduler settings applied."""
+        s = self.spec.scheduler
+        las = None if s.las_threshold_gpu_hours is None else s.las_threshold_gpu_hours * 3600.0
+        return replace(policy_named("cuberay"), backfill=s.backfill, reclaim=s.reclaim, preempt=s.preemption,
+                       las_threshold_gpu_s=las)
 
     def check_job(self, job: Job, *, file: str | None = None) -> Tenant:
         """Could ``job`` EVER run here? Its tenant exists, the gang fits the tenant's max and the pools.

@@ -19,6 +19,9 @@ The token is a random one in ``RAY_AUTH_TOKEN`` for the session, with
 ``ray job submit``), Ray workers and Ray Job drivers all carry it, and
 ``JobSubmissionClient(ray_cluster.dashboard_url)`` works with no argument.
 
+The cluster's temp dir (logs under ``session_latest/logs``) is removed at the
+end; set ``CUBERAY_KEEP_RAY_TMP=1`` to keep it.
+
 Tests share the cluster: leave it as you found it (cancel jobs, remove
 placement groups, kill detached actors, use a fresh namespace or names).
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 import time
@@ -167,6 +171,8 @@ def ray_cluster() -> Iterator[RayCluster]:
         finally:
             ray.shutdown()
             cluster.shutdown()
+            if os.environ.get("CUBERAY_KEEP_RAY_TMP") != "1":
+                shutil.rmtree(temp_dir, ignore_errors=True)
         _reload_ray_auth_config()
 
 

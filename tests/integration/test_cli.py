@@ -160,3 +160,29 @@ def test_cli_as_a_subprocess_finds_the_cluster_by_ray_address(platform, ray_clus
                              text=True, timeout=120)
     assert missing.returncode == 4, missing.stdout + missing.stderr
     assert "no-such-job-xyz" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.timeout(180)
+def test_up_on_an_existing_cluster_then_down(ray_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # A home of its own: `down` stops the local head recorded there, and there must be none.
+    monkeypatch.setenv("CUBERAY_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CUBERAY_USER", "tester")
+    storage = tmp_path / "storage"
+    platform_yaml = tmp_path / "platform.yaml"
+    platform_yaml.write_text(yaml.safe_dump({
+        "apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "cli-up"},
+        "spec": {"storage": str(storage), "tenants": [{"name": "solo", "members": ["tester"]}]}}))
+    try:
+        code, out, err = cli(capsys, "up", "--platform", str(platform_yaml), "--address", ray_cluster.address,
+                             "-o", "json")
+        assert code == 0, err
+        assert json.loads(out) == {"dashboard_url": ray_cluster.dashboard_url}
+        code, out, _ = cli(capsys, "tenants", "-o", "json")
+        assert code == 0 and [t["name"] for t in json.loads(out)] == ["solo"]
+    finally:
+        code, _, err = cli(capsys, "down")
+    assert code == 0, err
+    assert (storage / "cuberay.db").is_file()  # the controller kept its state where the file said
+    code, _, err = cli(capsys, "queue")
+    assert code == 1 and "cuberay up" in err  # no controller any more; the error says how to start one

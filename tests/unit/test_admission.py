@@ -67,7 +67,10 @@ def test_schedule_leaves_the_state_unchanged_until_apply():
 
     c = schedule(st, 5)
     assert set(admitted(c)) == {"b1"} and set(preempted(c)) == {"a2"}  # tentatively: a2 started last
-    assert reserves(c)[0].job_id == "b2"
+    # b1, the oldest queued job, cannot start now: it holds the reservation from the start of the cycle,
+    # starts (protected) by reclaiming a2, and the blocked b2 holds the reservation from the next cycle.
+    assert [r.job_id for r in reserves(c)] == ["b1", None, "b2"]
+    assert [(d.job_id, d.protected) for d in c.admitted] == [("b1", True)]
     assert snapshot(st.ledger) == before
     assert st.usage == usage
     assert {j.id for j in st.queue} == queued and set(st.running) == running
@@ -110,14 +113,13 @@ def test_fair_share_counts_usage_against_the_guarantee():
     assert [j.id for j in queue_order(st)] == ["big-next", "small-next"]
 
 
-@pytest.mark.xfail(reason="BUG: queue_order sorts by each tenant's share before the cycle, but a cycle "
-                          "recomputes the share after every admission and interleaves tenants, so `cuberay queue` "
-                          "shows a0 a1 a2 b0 b1 b2 while admission goes a0 b0 a1 b1 a2 b2", strict=True)
 def test_queue_order_matches_the_admission_order_within_one_cycle():
     st = state(cluster(nodes=4, gpus=4), quota("a", 4), quota("b", 4))
     submit(st, *(job(f"a{i}", "a", gpus=1, workers=2, t=i) for i in range(3)))
     submit(st, *(job(f"b{i}", "b", gpus=1, workers=2, t=10 + i) for i in range(3)))
     shown = [j.id for j in queue_order(st)]
+    # Each admission grows its tenant's share, so the tenants interleave although a's jobs are all older.
+    assert shown == ["a0", "b0", "a1", "b1", "a2", "b2"]
     assert [d.job_id for d in schedule(st, 0).admitted] == shown
 
 
@@ -267,17 +269,27 @@ def test_equal_priority_never_preempts():
     assert preempted(c) == {} and admitted(c) == {}
 
 
-@pytest.mark.xfail(reason="BUG: the tenant-max check runs before preemption and counts the tenant's own "
-                          "lower-priority jobs as in use, so a tenant at its max can never preempt within itself "
-                          "(wait reason: 'at its max GPU ... waits for the tenant's own jobs to finish')",
-                   strict=True)
 def test_priority_preemption_within_a_tenant_at_its_max():
-    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 4))
+    # 4 GPUs idle, but a is at its max of 4: only its own lower-priority job can make room.
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 4), quota("b", 4))
     submit(st, job("low", "a", gpus=1, workers=4))
     cycle(st, 0)
-    submit(st, job("urgent", "a", gpus=1, workers=4, priority=9, t=1))
+    submit(st, job("b-run", "b", gpus=1, workers=2, t=1), job("urgent", "a", gpus=1, workers=4, priority=9, t=1))
     c = cycle(st, 5)
-    assert set(preempted(c)) == {"low"} and set(admitted(c)) == {"urgent"}
+    assert set(preempted(c)) == {"low"} and set(admitted(c)) == {"urgent", "b-run"}
+    assert "higher-priority job urgent" in preempted(c)["low"].reason
+    assert usage_gpus(st, "a") == 4 and "low" in st.queue
+
+
+def test_a_tenant_at_its_max_preempts_neither_its_equal_priority_jobs_nor_other_tenants():
+    # Preempting b's lower-priority job would free the capacity, but would take a over its max.
+    st = state(cluster(nodes=2, gpus=4), quota("a", 4, 4), quota("b", 0))
+    submit(st, job("a-run", "a", gpus=1, workers=4, priority=9), job("b-run", "b", gpus=1, workers=4, t=1))
+    cycle(st, 0)
+    submit(st, job("a-urgent", "a", gpus=1, workers=4, priority=9, t=3))
+    c = cycle(st, 5)
+    assert preempted(c) == {} and admitted(c) == {}
+    assert "is at its max GPU" in c.waits["a-urgent"]
 
 
 def test_priority_preemption_frees_only_what_the_job_needs():
@@ -291,9 +303,70 @@ def test_priority_preemption_frees_only_what_the_job_needs():
     assert len(st.running) == 4
 
 
+# -- least attained service (LAS) --------------------------------------------------------------------
+# Threshold 100 GPU-s: a 4-GPU job leaves band 0 after 25 s of running, a 2-GPU job after 50 s.
+
+LAS = Policy(las_threshold_gpu_s=100.0)
+
+
+def test_a_band_0_job_preempts_a_band_1_job_of_its_tenant_once_it_has_run_long_enough():
+    st = state(cluster(nodes=1, gpus=4), policy=replace(LAS, min_run_before_preempt_s=40.0))
+    submit(st, job("hog", gpus=4, workers=1))
+    cycle(st, 0)
+    submit(st, job("new", gpus=4, workers=1, t=10))
+    assert preempted(cycle(st, 20)) == {}  # hog is still in band 0 (80 GPU-s)
+    assert preempted(cycle(st, 39)) == {}  # band 1 (156 GPU-s), but has run only 39 s < 40
+    c = cycle(st, 40)
+    assert set(preempted(c)) == {"hog"} and set(admitted(c)) == {"new"}
+    assert "less service (least-attained-service order)" in preempted(c)["hog"].reason
+    assert st.queue.get("hog").attained_gpu_s == 160 and st.queue.band("hog") == 1
+
+
+def test_a_protected_job_is_not_a_las_victim():
+    st = state(cluster(nodes=1, gpus=4), policy=LAS)
+    submit(st, job("u", gpus=2, workers=1), job("x", gpus=2, workers=1))
+    cycle(st, 0)
+    submit(st, job("h", gpus=2, workers=1, t=1))
+    cycle(st, 1)  # h is the oldest queued job and cannot start: it holds the reservation
+    st.finish("x")
+    c = cycle(st, 2)
+    assert [(d.job_id, d.protected) for d in c.admitted] == [("h", True)] and not st.running["u"].protected
+    submit(st, job("new", gpus=2, workers=1, t=60))
+    c = cycle(st, 60)  # both in band 1; h started last and lost less work: it would be the first victim
+    assert set(preempted(c)) == {"u"} and "h" in st.running
+
+
+def test_a_band_1_job_is_promoted_to_band_0_after_waiting_as_long_as_it_ran():
+    st = state(cluster(nodes=1, gpus=4), policy=LAS)
+    submit(st, job("hog", gpus=4, workers=1))
+    cycle(st, 0)
+    vet = job("vet", gpus=4, workers=1, t=10)
+    vet.attained_gpu_s = 200.0  # ran 50 s on 4 GPUs before it was preempted: band 1
+    submit(st, vet)
+    submit(st, job("fresh", gpus=1, workers=4, t=20))
+    assert [j.id for j in queue_order(st, 30)] == ["fresh", "vet"]  # band 0 first
+    assert [j.id for j in queue_order(st, 60)] == ["vet", "fresh"]  # waited 50 s: band 0, and older
+    st.cancel("fresh")
+    assert preempted(cycle(st, 59)) == {}  # band 1 does not preempt band 1
+    c = cycle(st, 60)
+    assert set(preempted(c)) == {"hog"} and set(admitted(c)) == {"vet"}
+
+
+def test_without_las_promotion_a_band_1_job_stays_behind():
+    st = state(cluster(nodes=1, gpus=4), policy=replace(LAS, las_promote=None))
+    submit(st, job("hog", gpus=4, workers=1))
+    cycle(st, 0)
+    vet = job("vet", gpus=4, workers=1, t=10)
+    vet.attained_gpu_s = 200.0
+    submit(st, vet, job("fresh", gpus=1, workers=4, t=20))
+    assert [j.id for j in queue_order(st, 1000)] == ["fresh", "vet"]
+    st.cancel("fresh")
+    assert preempted(cycle(st, 1000)) == {}
+
+
 # -- reservation and backfill ---------------------------------------------------------------------
 
-def test_the_first_blocked_job_gets_a_sticky_reservation_that_backfill_may_not_use():
+def test_the_oldest_waiting_job_gets_a_sticky_reservation_that_backfill_may_not_use():
     st = state(cluster(nodes=3, gpus=4))
     for i, node in enumerate(("n0", "n1", "n2")):  # every node partly used: no node is whole
         submit(st, job(f"x{i}", gpus=1, workers=1, t=0))
@@ -301,22 +374,32 @@ def test_the_first_blocked_job_gets_a_sticky_reservation_that_backfill_may_not_u
     submit(st, job("big", gpus=4, workers=2, t=2), job("small", gpus=1, workers=1, t=3))
     c = cycle(st, 2)
     res = reserves(c)
-    assert [r.job_id for r in res] == ["big"] and st.reservation == res[0]
-    assert res[0].nodes == {"n0": {GPU: 4}, "n1": {GPU: 4}}
+    assert [r.job_id for r in res] == ["big"] and st.reservation == res[0] and res[0].at == 2
+    # The holder claims what is free now (3 of 4 GPUs on each of the two most-free nodes, one
+    # 4-GPU worker each); backfill may not use claimed capacity, in this very cycle already.
+    assert res[0].nodes == {"n0": {GPU: 3}, "n1": {GPU: 3}}
     assert admitted(c) == {"small": ("n2",)}  # backfilled, but only outside the reservation
     assert "capacity is held for" not in c.waits["big"]
 
     submit(st, job("small2", gpus=1, workers=3, t=4))
     c = cycle(st, 4)
-    assert reserves(c) == [] and st.reservation.job_id == "big"  # sticky: not re-decided each cycle
+    assert reserves(c) == [] and st.reservation.job_id == "big"  # sticky; same claim: no new decision
     assert admitted(c) == {} and "capacity is held for big" in c.waits["small2"]
     assert st.ledger.total_free[GPU] == 8  # 8 free GPUs, 3 asked: only the reservation stops it
 
-    st.finish("x0"), st.finish("x1")
-    c = cycle(st, 5)
-    assert admitted(c) == {"big": ("n0", "n1")}
-    # The holder is admitted, its reservation cleared, and the next blocked job reserves in turn.
-    assert [(r.job_id, r.nodes) for r in reserves(c)] == [(None, {}), ("small2", {"n2": {GPU: 3}})]
+    st.finish("x0")
+    c = cycle(st, 5)  # the claim grows as its node frees, and a Reserve decision says so
+    assert [(r.job_id, r.nodes, r.at) for r in reserves(c)] == [("big", {"n0": {GPU: 4}, "n1": {GPU: 3}}, 5)]
+    assert admitted(c) == {} and st.reservation.nodes == {"n0": {GPU: 4}, "n1": {GPU: 3}}
+
+    st.finish("x1")
+    c = cycle(st, 6)
+    assert admitted(c) == {"big": ("n0", "n1")} and c.admitted[0].protected
+    assert st.running["big"].protected and not st.running["small"].protected
+    # The holder is admitted, its reservation cleared, and the job blocked in this cycle reserves in turn:
+    # on n2 only (3 one-GPU workers fit there), claiming the 2 GPUs free there now.
+    assert [(r.job_id, r.nodes) for r in reserves(c)] == [
+        ("big", {"n0": {GPU: 4}, "n1": {GPU: 4}}), (None, {}), ("small2", {"n2": {GPU: 2}})]
     assert st.reservation.job_id == "small2"
 
 
@@ -327,8 +410,41 @@ def test_reservation_holds_capacity_where_pack_would_backfill():
         st.start(f"x{i}", [node], 0)
     submit(st, job("big", gpus=4, workers=2, t=1), job("small", gpus=1, workers=1, t=2))
     c = cycle(st, 1)
-    assert st.reservation.nodes == {"n0": {GPU: 4}, "n1": {GPU: 4}}  # most free first, then by id
+    assert st.reservation.nodes == {"n0": {GPU: 3}, "n1": {GPU: 3}}  # equally free: by id
     assert admitted(c) == {"small": ("n2",)}  # pack alone would pick n0 (first of the equally busy)
+
+
+def _four_nodes_used(gpus_used: tuple[int, ...] = (4, 1, 2, 3)) -> ClusterState:
+    st = state(cluster(nodes=len(gpus_used), gpus=4), policy=NO_PREEMPTION)
+    for i, used in enumerate(gpus_used):
+        submit(st, job(f"x{i}", gpus=1, workers=used))
+        st.start(f"x{i}", [f"n{i}"] * used, 0)
+    return st
+
+
+def test_the_claim_takes_the_most_free_nodes_until_they_cover_the_gang():
+    st = _four_nodes_used()  # free: n0 0, n1 3, n2 2, n3 1
+    submit(st, job("gang7", gpus=1, workers=7, placement="spread", t=1), job("one", gpus=1, workers=1, t=2),
+           job("two", gpus=1, workers=1, t=3))
+    c = cycle(st, 1)
+    # 4 workers fit on n1 (claims its 3 free GPUs), the other 3 on n2 (claims its 2): the gang is
+    # covered, so n3 stays out of the claim.
+    assert st.reservation.job_id == "gang7" and st.reservation.nodes == {"n1": {GPU: 3}, "n2": {GPU: 2}}
+    assert admitted(c) == {"one": ("n3",)}
+    assert "capacity is held for gang7" in c.waits["two"]
+
+
+def test_the_claim_omits_nodes_with_nothing_free_and_grows_as_nodes_free():
+    st = _four_nodes_used()
+    submit(st, job("gang14", gpus=1, workers=14, placement="spread", t=1))
+    cycle(st, 1)
+    # n1, n2, n3 host 12 workers; n0 would host the last 2 but has nothing free to claim yet.
+    assert st.reservation.nodes == {"n1": {GPU: 3}, "n2": {GPU: 2}, "n3": {GPU: 1}}
+    st.finish("x0")
+    c = cycle(st, 2)  # n0 is now the most free node: it comes first and is claimed whole
+    assert [(r.job_id, r.nodes) for r in reserves(c)] == [
+        ("gang14", {"n0": {GPU: 4}, "n1": {GPU: 3}, "n2": {GPU: 2}, "n3": {GPU: 1}})]
+    assert admitted(c) == {}
 
 
 def test_without_reservation_backfill_takes_any_free_capacity():
@@ -398,13 +514,14 @@ def test_max_workers_takes_more_workers_when_they_fit():
     assert len(admitted(cycle(st, 1))["elastic2"]) == 2  # only 2 left: the minimum
 
 
-@pytest.mark.xfail(reason="BUG: admission checks the tenant max for `workers` but admits `max_workers` "
-                          "(_Cycle._over_max uses job.total; _place tries max_workers first)", strict=True)
 def test_max_workers_never_takes_a_tenant_over_its_max():
     st = state(cluster(nodes=2, gpus=4), quota("a", 0, 4))
     submit(st, job("elastic", "a", gpus=1, workers=2, max_workers=6))
     c = cycle(st)
     assert 2 <= len(admitted(c)["elastic"]) <= 4
+    assert usage_gpus(st, "a") <= 4
+    submit(st, job("elastic2", "a", gpus=1, workers=1, max_workers=3, t=1))
+    cycle(st, 1)
     assert usage_gpus(st, "a") <= 4
 
 
@@ -423,24 +540,72 @@ def test_a_cancelled_reservation_holder_releases_its_reservation():
     assert set(admitted(c)) == {"small"}
 
 
-@pytest.mark.xfail(reason="BUG: a reservation held by an equal-priority job that comes LATER in queue order "
-                          "is kept; when that holder starts, the next blocked job of the same cycle takes the "
-                          "reservation, never the gang tried earlier in the cycle (see the starvation tests)",
-                   strict=True)
-def test_the_reservation_goes_to_the_first_blocked_job_in_queue_order():
+def test_the_reservation_goes_to_the_oldest_waiting_job_not_the_first_in_queue_order():
     st = state(cluster(nodes=1, gpus=2))
     for i in range(2):
         submit(st, job(f"x{i}", "a", gpus=1, workers=1, t=i))
         st.start(f"x{i}", ["n0"], i)
     submit(st, job("s1", "a", gpus=1, workers=1, t=2))
-    cycle(st, 2)
-    assert st.reservation.job_id == "s1"
-    # b uses nothing, so its 2-GPU gang comes before a's jobs in queue order.
-    submit(st, job("big", "b", gpus=1, workers=2, t=3), job("s2", "a", gpus=1, workers=1, t=3))
+    c = cycle(st, 2)
+    assert [(r.job_id, r.nodes) for r in reserves(c)] == [("s1", {})]  # nothing free to claim yet
+    # b uses nothing, so its 2-GPU gang comes first in queue order; s2 is older.
+    submit(st, job("s2", "a", gpus=1, workers=1, t=3), job("big", "b", gpus=1, workers=2, t=3.5))
     assert [j.id for j in queue_order(st)][0] == "big"
     st.finish("x0")
-    cycle(st, 4)  # s1 (the holder) starts on the freed GPU
-    assert st.reservation is not None and st.reservation.job_id == "big"
+    c = cycle(st, 4)  # s1 (the holder) starts on the freed GPU, although big is tried first
+    assert [(d.job_id, d.protected) for d in c.admitted] == [("s1", True)]
+    assert [r.job_id for r in reserves(c)] == ["s1", None, "s2"]  # claim of the freed GPU, start, next
+    assert st.reservation.job_id == "s2"
+
+
+def test_the_reservation_goes_to_the_highest_priority_before_the_oldest():
+    st = state(cluster(nodes=1, gpus=2), policy=NO_PREEMPTION)
+    submit(st, job("x", gpus=1, workers=1))
+    st.start("x", ["n0"], 0)
+    submit(st, job("old", gpus=1, workers=2, t=1), job("urgent", gpus=2, workers=1, priority=5, t=2))
+    cycle(st, 2)
+    assert st.reservation.job_id == "urgent"
+
+
+def test_a_holder_found_at_the_start_of_a_cycle_is_honoured_in_that_cycle():
+    st = state(cluster(nodes=1, gpus=4))
+    submit(st, job("x", gpus=1, workers=1))
+    st.start("x", ["n0"], 0)
+    submit(st, job("big", "a", gpus=4, workers=1, t=1), job("small", "b", gpus=1, workers=1, t=2))
+    c = cycle(st, 2)  # small comes first in queue order (b uses nothing) but may not take big's claim
+    assert [(r.job_id, r.nodes) for r in reserves(c)] == [("big", {"n0": {GPU: 3}})]
+    assert admitted(c) == {} and "capacity is held for big" in c.waits["small"]
+
+
+def test_a_holder_found_at_the_end_of_a_cycle_is_honoured_from_the_next_one():
+    st = state(cluster(nodes=1, gpus=4))
+    # old can start, so no holder at the start; big (tenant share 0) is tried next and blocks;
+    # small backfills in the same cycle, before big holds anything.
+    submit(st, job("old", "a", gpus=2, workers=1, t=0), job("big", "b", gpus=4, workers=1, t=1),
+           job("small", "a", gpus=1, workers=1, t=2))
+    c = cycle(st, 0)
+    assert set(admitted(c)) == {"old", "small"}
+    assert [(r.job_id, r.nodes) for r in reserves(c)] == [("big", {"n0": {GPU: 1}})]
+    submit(st, job("small2", "a", gpus=1, workers=1, t=3))
+    st.finish("old")
+    c = cycle(st, 1)
+    assert admitted(c) == {} and st.reservation.nodes == {"n0": {GPU: 3}}
+    assert "capacity is held for big" in c.waits["small2"]
+    st.finish("small")
+    assert set(admitted(cycle(st, 2))) == {"big"}
+
+
+def test_a_job_blocked_by_its_tenant_max_does_not_hold_the_reservation():
+    st = state(cluster(nodes=2, gpus=4), quota("a", 0, 4), quota("b", 0))
+    submit(st, job("a-run", "a", gpus=4, workers=1), job("x", "b", gpus=1, workers=1, t=0.5))
+    cycle(st, 0)
+    submit(st, job("a-old", "a", gpus=4, workers=1, t=1), job("b-big", "b", gpus=4, workers=1, t=2))
+    c = cycle(st, 2)
+    assert "is at its max GPU" in c.waits["a-old"]
+    assert [r.job_id for r in reserves(c)] == ["b-big"]  # the oldest capacity-blocked job, at the end
+    st.finish("a-run")
+    c = cycle(st, 3)  # a-old is tried first (a now uses nothing) but n0 is claimed by b-big
+    assert admitted(c) == {"b-big": ("n0",)} and st.reservation.job_id == "a-old"
 
 
 def test_tenant_quota_in_cpus():
@@ -456,9 +621,10 @@ def test_tenant_quota_in_cpus():
 #
 # An 8-node x 8-GPU cluster is kept full by 1-GPU jobs of duration D that arrive faster than they
 # finish (one a second against 64 / D a second). At time T a 64-GPU gang arrives. Under the cuberay
-# policy the gang reserves the cluster and starts once the jobs running at T have finished, within
-# about D. Under the baselines without a reservation every GPU that frees is backfilled by a small
-# job at once, so the gang never sees 64 free GPUs: the same loop shows it still waiting after 15 D.
+# policy the reservation goes to the oldest waiting job: the small jobs queued before the gang hold it
+# in turn and start as GPUs free (64 per D); then the gang holds it, claims every GPU that frees and
+# starts within D more. Under the baselines without a reservation every GPU that frees is backfilled by
+# a small job at once, so the gang never sees 64 free GPUs: the same loop shows it still waiting after 15 D.
 
 D = 100          # seconds each small job runs
 ARRIVE_EVERY = 1  # one small job a second: 100 per D, against 64 per D the cluster can serve
@@ -497,12 +663,13 @@ def run_stream(policy: Policy, horizon: float, big_tenant: str = "research",
     return None, backlog, st
 
 
+@pytest.mark.parametrize("big_tenant", ["stream", "research"])
 @pytest.mark.parametrize("big_shape", [(64, 1), (8, 8)], ids=["64x1gpu", "8x8gpu"])
-def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_of_its_own_tenant_starts_within_a_bounded_delay(big_shape):
-    # Same tenant, same priority: the gang is served in age order, after the small jobs queued before it
-    # (they start as GPUs free, 64 per D), then it reserves the cluster and waits at most D more.
+def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_a_bounded_delay(big_shape, big_tenant):
+    # Whatever its tenant, the gang gets the reservation once the small jobs queued before it (older)
+    # have started as GPUs freed, 64 per D; then it claims the cluster as it frees and waits at most D more.
     # 8 x 8 GPUs: each worker needs a whole node, which the stream keeps fragmented.
-    started, backlog, st = run_stream(Policy(), horizon=T_BIG + 10 * D, big_tenant="stream", big_shape=big_shape)
+    started, backlog, st = run_stream(Policy(), horizon=T_BIG + 10 * D, big_tenant=big_tenant, big_shape=big_shape)
     assert backlog > 64  # the stream really outran the cluster
     assert started is not None, "the 64-GPU gang never started"
     bound = backlog * D / 64 + D + SLACK
@@ -510,9 +677,11 @@ def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_of_its_own_tenant_starts_wi
     assert len(st.queue) > 0  # and the stream was still queueing behind it
 
 
-@pytest.mark.xfail(reason="BUG: the sticky reservation is handed from one 1-GPU stream job to the next; the "
-                          "gang ordered before them (tenant share) is tried first in each cycle, finds the "
-                          "reservation taken by an equal-priority job and never gets it", strict=True)
+@pytest.mark.xfail(reason="BUG? (by design since the oldest-job reservation; lead to decide): the ~109 1-GPU "
+                          "stream jobs queued before the gang are older, so each holds the reservation in turn "
+                          "(a 1-GPU holder gains nothing: it would start on the next freed GPU anyway); the gang, "
+                          "first in queue order, holds it only at T+144 s and starts at T+244 s, not within D",
+                   strict=True)
 def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_about_d():
     # The gang's tenant uses nothing, so it comes first in queue order: it should reserve the cluster
     # at once and start when the jobs running at T_BIG have finished.
