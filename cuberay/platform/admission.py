@@ -7,13 +7,15 @@ the reason each examined job waits. Executors (the live controller, the
 simulator) apply the decisions with :meth:`ClusterState.apply` and do the side
 effects (Ray placement groups, Ray Jobs, simulated finish events).
 
-Order: priority, then service band (least attained service first, when
-enabled), then the tenant's dominant share of its guarantee, then age.
-Quotas: a tenant may use idle capacity up to its ``max``; a tenant below its
-guarantee reclaims by preempting borrowers (lowest priority, cheapest to
-restart, newest first), never taking a borrower below its own guarantee.
-Starvation: the first job that cannot start gets a sticky reservation of
-specific capacity that backfilled jobs may not use.
+Order: priority, then service band (least attained service first, Tiresias
+style, when ``las_threshold_gpu_s`` is set; a job that waited as long as it
+ran is promoted back), then the tenant's dominant share of its guarantee
+(DRF), then age. Quotas: a tenant may use idle capacity up to its ``max``; a
+tenant below its guarantee reclaims by preempting borrowers (lowest priority,
+later band, no bigger than needed, least work lost, newest first), never taking
+a borrower below its own guarantee. Starvation: the oldest waiting gang that
+cannot start holds a reservation that claims free capacity as it frees;
+backfilled jobs may not use it, and once started it is not an LAS victim.
 """
 
 from __future__ import annotations
@@ -323,8 +325,9 @@ class _Cycle:
             if self.p.reserve and self.reservation is None:
                 self._reserve_for_oldest()
             self._loop()
-            if self.p.reserve and self.reservation is None and self.blocked:
-                oldest = min(self.blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
+            blocked = [j for j in self.blocked if _worth_reserving(j)]
+            if self.p.reserve and self.reservation is None and blocked:
+                oldest = min(blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
                 self.reservation = Reserve(oldest.id, _reservation_nodes(self.s.ledger, oldest), self.now)
                 self.decisions.append(self.reservation)
         finally:
@@ -453,10 +456,12 @@ class _Cycle:
         waited longest is always accumulating capacity and cannot starve. It is
         sticky until the holder starts or leaves the queue.
         """
-        heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in self.s.queue.buckets()]
+        queue = self.s.queue
+        heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
+                 if _worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
         if not heads:
             return
-        job = self.s.queue.get(min(heads)[3])
+        job = queue.get(min(heads)[3])
         if job is None or self._over_max(job) or self._place(job, honour_reservation=False):
             return
         self.reservation = Reserve(job.id, _reservation_nodes(self.s.ledger, job), self.now)
@@ -522,7 +527,8 @@ class _Cycle:
     def _victims(self, job: JobRequest, contended: tuple[str, ...], own_only: bool = False) -> Iterable[RunningJob]:
         """Running jobs this job may preempt, cheapest to lose first; [] when they cannot free enough."""
         within = self.p.reclaim and not own_only and self._within_guarantee(job, contended)
-        can_outrank = self.p.preempt and (self.p.las_threshold_gpu_s is not None or job.priority > self._lowest_running())
+        can_outrank = self.p.preempt and ((self.p.las_threshold_gpu_s is not None and self.p.las_preempt)
+                                          or job.priority > self._lowest_running())
         if not within and not can_outrank:
             return []
         if within and not can_outrank and not self._reclaimable_enough(job, contended):
@@ -530,8 +536,7 @@ class _Cycle:
         out: list[RunningJob] = []
         now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
         prio = job.priority
-        las_first_band = self.p.las_threshold_gpu_s is not None and (
-            self.band(job) == 0)
+        las_first_band = self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
         cards = job.gpus > 0  # then the contended resources are the accelerator cards
         for tenant, runs in self.s.running_by_tenant.items():
             same = tenant == job.tenant
@@ -582,7 +587,7 @@ class _Cycle:
     def _outranks(self, job: JobRequest, run: RunningJob) -> bool:
         if job.priority != run.job.priority:
             return job.priority > run.job.priority
-        return (self.p.las_threshold_gpu_s is not None and self.band(job) == 0
+        return (self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
                 and self.now >= run.band_flip and not run.protected)
 
     def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
@@ -654,6 +659,16 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
 
 
 # -- helpers -------------------------------------------------------------------------
+
+def _worth_reserving(job: JobRequest) -> bool:
+    """Only gangs and multi-card workers can be starved by backfill.
+
+    A single worker of at most one card starts on the next slot that frees;
+    holding capacity for it gains nothing, and a stream of such jobs would
+    otherwise pass the reservation from one to the next while a big gang waits.
+    """
+    return job.workers > 1 or job.gpus > 1 or bool(job.max_workers and job.max_workers > 1)
+
 
 def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
     """Claim capacity for the reservation holder: its gang's share of the most-free nodes, as it frees.

@@ -37,6 +37,7 @@ class Policy:
     las_threshold_gpu_s: float | None = None   # least-attained-service bands; None turns them off
     min_run_before_preempt_s: float = 0.0      # priority/LAS victims must have run this long
     las_promote: float | None = 1.0     # back to band 0 after waiting this many times its run time
+    las_preempt: bool = True            # band-0 jobs may preempt band-1 jobs (else bands only order the queue)
     max_preemptions_per_cycle: int = 1
     scan_limit: int | None = None       # most buckets examined per cycle (None: all)
 

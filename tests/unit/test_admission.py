@@ -1,4 +1,4 @@
-"""Admission: gangs, queue order, quotas, borrow/reclaim, priority preemption, reservation, backfill.
+"""Admission: gangs, queue order, quotas, borrow/reclaim, priority and LAS preemption, reservation, backfill.
 
 Each test drives the real ClusterState + schedule + apply on a small hand-made cluster.
 """
@@ -540,22 +540,35 @@ def test_a_cancelled_reservation_holder_releases_its_reservation():
     assert set(admitted(c)) == {"small"}
 
 
-def test_the_reservation_goes_to_the_oldest_waiting_job_not_the_first_in_queue_order():
+def test_the_reservation_goes_to_the_oldest_waiting_gang_not_the_first_in_queue_order():
+    st = state(cluster(nodes=1, gpus=4))
+    for i in range(4):
+        submit(st, job(f"x{i}", "a", gpus=1, workers=1, t=i))
+        st.start(f"x{i}", ["n0"], i)
+    submit(st, job("s1", "a", gpus=1, workers=2, t=4))
+    c = cycle(st, 4)
+    assert [(r.job_id, r.nodes) for r in reserves(c)] == [("s1", {})]  # nothing free to claim yet
+    # b uses nothing, so its gang comes first in queue order; s1 is older and keeps the reservation.
+    submit(st, job("big", "b", gpus=1, workers=2, t=5))
+    assert [j.id for j in queue_order(st)][0] == "big"
+    st.finish("x0")
+    c = cycle(st, 6)
+    assert admitted(c) == {} and st.reservation.job_id == "s1" and st.reservation.nodes == {"n0": {GPU: 1}}
+    st.finish("x1")
+    c = cycle(st, 7)
+    assert [(d.job_id, d.protected) for d in c.admitted] == [("s1", True)]
+
+
+def test_a_single_one_gpu_worker_never_holds_the_reservation():
+    # It starts on the next GPU that frees anyway; holding capacity for it gains nothing and would
+    # pass the reservation along a stream of such jobs while a gang waits.
     st = state(cluster(nodes=1, gpus=2))
     for i in range(2):
         submit(st, job(f"x{i}", "a", gpus=1, workers=1, t=i))
         st.start(f"x{i}", ["n0"], i)
     submit(st, job("s1", "a", gpus=1, workers=1, t=2))
     c = cycle(st, 2)
-    assert [(r.job_id, r.nodes) for r in reserves(c)] == [("s1", {})]  # nothing free to claim yet
-    # b uses nothing, so its 2-GPU gang comes first in queue order; s2 is older.
-    submit(st, job("s2", "a", gpus=1, workers=1, t=3), job("big", "b", gpus=1, workers=2, t=3.5))
-    assert [j.id for j in queue_order(st)][0] == "big"
-    st.finish("x0")
-    c = cycle(st, 4)  # s1 (the holder) starts on the freed GPU, although big is tried first
-    assert [(d.job_id, d.protected) for d in c.admitted] == [("s1", True)]
-    assert [r.job_id for r in reserves(c)] == ["s1", None, "s2"]  # claim of the freed GPU, start, next
-    assert st.reservation.job_id == "s2"
+    assert reserves(c) == [] and st.reservation is None and "s1" in c.waits
 
 
 def test_the_reservation_goes_to_the_highest_priority_before_the_oldest():
@@ -673,15 +686,10 @@ def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_a_bounded_del
     assert backlog > 64  # the stream really outran the cluster
     assert started is not None, "the 64-GPU gang never started"
     bound = backlog * D / 64 + D + SLACK
-    assert D < started - T_BIG <= bound
+    assert 0 < started - T_BIG <= bound
     assert len(st.queue) > 0  # and the stream was still queueing behind it
 
 
-@pytest.mark.xfail(reason="BUG? (by design since the oldest-job reservation; lead to decide): the ~109 1-GPU "
-                          "stream jobs queued before the gang are older, so each holds the reservation in turn "
-                          "(a 1-GPU holder gains nothing: it would start on the next freed GPU anyway); the gang, "
-                          "first in queue order, holds it only at T+144 s and starts at T+244 s, not within D",
-                   strict=True)
 def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_about_d():
     # The gang's tenant uses nothing, so it comes first in queue order: it should reserve the cluster
     # at once and start when the jobs running at T_BIG have finished.

@@ -72,7 +72,7 @@ PLAIN_GPU_ASKS = [0.5, 1, 1, 1, 2, 4]
 
 
 @st.composite
-def jobs(draw, n_tenants: int, capped: frozenset[str], plain: bool) -> list[JobRequest]:
+def jobs(draw, n_tenants: int, plain: bool) -> list[JobRequest]:
     out = []
     count = draw(st.integers(1, 16))
     # Contention on purpose: later jobs outrank earlier ones (priority preemption), or one tenant
@@ -89,9 +89,7 @@ def jobs(draw, n_tenants: int, capped: frozenset[str], plain: bool) -> list[JobR
         gpus = draw(st.sampled_from(PLAIN_GPU_ASKS if plain else GPU_ASKS))
         cpus = None if plain else draw(st.sampled_from([None, 0.5, 1, 2] if gpus else [0.5, 1, 2, 4]))
         workers = draw(st.one_of(st.integers(1, 3), st.integers(1, 6)))
-        # max_workers only where no tenant max applies: test_admission's
-        # test_max_workers_never_takes_a_tenant_over_its_max (xfail) covers the other case.
-        max_workers = None if tenant in capped else draw(st.sampled_from([None, workers + 1, workers + 3]))
+        max_workers = draw(st.sampled_from([None, workers + 1, workers + 3]))
         labels = None if plain else draw(st.sampled_from([None] * 6 + [{LABEL_POOL: "a"}, {LABEL_POOL: "in(a,b)"}]))
         out.append(job(f"j{i}", tenant, gpus=gpus, workers=workers,
                        placement=draw(st.sampled_from(list(Placement))).value,
@@ -109,10 +107,9 @@ def scenarios(draw, plain: bool = False):
     node_specs = draw(nodes(plain))
     n_tenants = draw(st.integers(1, 3))
     tenant_quotas = draw(quotas(n_tenants))
-    capped = frozenset(t for t, q in tenant_quotas.items() if q.max is not None)
     policy = draw(st.sampled_from([Policy(), Policy(max_preemptions_per_cycle=3),
                                    Policy(las_threshold_gpu_s=50.0), Policy(fifo=True, fair_share=False)]))
-    return node_specs, tenant_quotas, draw(jobs(n_tenants, capped, plain)), policy, draw(OPS)
+    return node_specs, tenant_quotas, draw(jobs(n_tenants, plain)), policy, draw(OPS)
 
 
 def build(node_specs: list[NodeSpec], tenant_quotas, policy: Policy) -> ClusterState:
@@ -180,13 +177,15 @@ def check_preempt(state: ClusterState, d: Preempt, admitted: set[str]) -> None:
         assert victim.tenant != winner.tenant, d
     elif "less service" in d.reason:
         assert state.policy.las_threshold_gpu_s is not None and victim.priority == winner.priority, d
+        assert not state.running[d.job_id].protected, f"{d.job_id} was admitted protected: no LAS victim"
     else:
         assert victim.priority < winner.priority, d
 
 
 def check_backfill_respects_the_reservation(state: ClusterState, decisions) -> None:
     """Replay a cycle's decisions in order on a copy of the ledger: no job but the holder may take
-    capacity the reservation in force holds (as much of it as was free when it was made)."""
+    capacity the reservation in force holds (as much of it as was free when it was made); a holder is
+    queued, claims no more than is free, and is admitted protected."""
     ledger = copy.deepcopy(state.ledger)
     res = state.reservation
     held_free = _held(ledger, res)
@@ -194,11 +193,16 @@ def check_backfill_respects_the_reservation(state: ClusterState, decisions) -> N
         if isinstance(d, Reserve):
             res = d if d.job_id else None
             held_free = _held(ledger, res)
+            if res is not None:
+                assert res.job_id in state.queue, f"reservation for {res.job_id}, which is not queued"
+                assert held_free == {n: dict(a) for n, a in res.nodes.items()}, "claims more than is free"
         elif isinstance(d, Preempt):
             ledger.release(d.job_id)
         elif isinstance(d, Admit):
             j = state.queue.get(d.job_id)
             ledger.allocate(d.job_id, j.worker, d.node_ids)
+            if res is not None and d.job_id == res.job_id:
+                assert d.protected, f"holder {d.job_id} admitted unprotected"
             if res is None or d.job_id == res.job_id:
                 continue
             for node_id, amounts in held_free.items():
@@ -241,6 +245,8 @@ def run_ops(state: ClusterState, pending: list[JobRequest], ops) -> None:
                     assert isinstance(d, Reserve)
             check_backfill_respects_the_reservation(state, c.decisions)
             state.apply(c.decisions, now)  # ledger.allocate raises if a decision over-allocates
+            res = state.reservation
+            assert res is None or res.job_id in state.queue, "the reservation outlived its holder's wait"
             for d in c.admitted:
                 assert d.job_id in state.running
         elif op in ("finish", "preempt") and state.running:
