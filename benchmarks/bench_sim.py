@@ -24,7 +24,9 @@ from _common import markdown, print_machine, write_json  # noqa: E402
 
 from cuberay.platform.sim import Report, load_philly, simulate, uniform_cluster  # noqa: E402
 
-DEFAULT_TRACE = os.environ.get("CUBERAY_PHILLY", "/work/shared/traces/philly-pollux/philly.csv")
+# The shared folder sits beside the checkout (../shared); CUBERAY_PHILLY points elsewhere.
+DEFAULT_TRACE = os.environ.get(
+    "CUBERAY_PHILLY", str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly-pollux" / "philly.csv"))
 POLICIES = ("cuberay", "fifo", "fifo-backfill")
 COLUMNS = ("window", "nodes", "policy", "jobs", "finished", "avg JCT h", "p50 JCT h", "p99 JCT h", "avg wait h",
            "max wait >=16 GPU h", "makespan h", "util", "goodput", "preempt", "wall s", "decisions/s")

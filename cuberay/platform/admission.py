@@ -311,12 +311,15 @@ class _Cycle:
         return (-b.priority, band, share, head[0], head[1])
 
     def band(self, job: JobRequest) -> int:
-        """Service band now: Tiresias-style promotion back to band 0 after waiting as long as it ran."""
+        """Service band now: Tiresias-style promotion back to band 0 after waiting as long as it ran.
+
+        The wait is capped (``las_promote_max_wait_s``): a preempted week-long job must not wait a week.
+        """
         band = self.s.band_of(job)
         factor = self.p.las_promote
         if band and factor is not None:
             ran = job.attained_gpu_s / max(job.gpus, 1.0)
-            if self.now - job.queued_at >= factor * ran:
+            if self.now - job.queued_at >= min(factor * ran, self.p.las_promote_max_wait_s):
                 return 0
         return band
 

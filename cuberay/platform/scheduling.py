@@ -34,9 +34,10 @@ class Policy:
     reserve: bool = True                # hold capacity for the first blocked job (no starvation)
     reclaim: bool = True                # a tenant under its guarantee preempts borrowers
     preempt: bool = True                # higher priority (or less attained service) preempts lower
-    las_threshold_gpu_s: float | None = None   # least-attained-service bands; None turns them off
-    min_run_before_preempt_s: float = 0.0      # priority/LAS victims must have run this long
+    las_threshold_gpu_s: float | None = 3600.0  # least-attained-service bands (1 GPU-hour); None: off
+    min_run_before_preempt_s: float = 1800.0   # priority/LAS victims must have run this long (1 checkpoint)
     las_promote: float | None = 1.0     # back to band 0 after waiting this many times its run time
+    las_promote_max_wait_s: float = 6 * 3600.0  # ... or this long, whichever is shorter
     las_preempt: bool = True            # band-0 jobs may preempt band-1 jobs (else bands only order the queue)
     max_preemptions_per_cycle: int = 1
     scan_limit: int | None = None       # most buckets examined per cycle (None: all)
@@ -44,9 +45,9 @@ class Policy:
 
 POLICIES: dict[str, Policy] = {
     "cuberay": Policy(),
-    "fifo": Policy(name="fifo", fifo=True, fair_share=False, backfill=False, reserve=False,
+    "fifo": Policy(name="fifo", fifo=True, fair_share=False, backfill=False, reserve=False, las_threshold_gpu_s=None,
                    reclaim=False, preempt=False),
-    "fifo-backfill": Policy(name="fifo-backfill", fifo=True, fair_share=False, backfill=True,
+    "fifo-backfill": Policy(name="fifo-backfill", fifo=True, fair_share=False, backfill=True, las_threshold_gpu_s=None,
                             reserve=False, reclaim=False, preempt=False),
 }
 

@@ -61,10 +61,15 @@ def quota(name: str, guaranteed_gpus: float | None = None, max_gpus: float | Non
     return TenantQuota(name, Resources(g), cap)
 
 
+# The core without least-attained-service: most tests look at one rule at a time, and LAS
+# (on in Policy() by default) would add preemptions by attained service to every scenario.
+CLASSIC = Policy(las_threshold_gpu_s=None, min_run_before_preempt_s=0.0)
+
+
 def state(ledger: Ledger, *quotas: TenantQuota, policy: Policy | None = None) -> ClusterState:
     """A ClusterState; with no quotas, tenants ``a`` and ``b`` without guarantee or cap."""
     qs = quotas or (TenantQuota("a"), TenantQuota("b"))
-    return ClusterState(ledger, {q.name: q for q in qs}, policy)
+    return ClusterState(ledger, {q.name: q for q in qs}, policy or CLASSIC)
 
 
 def submit(st: ClusterState, *jobs: JobRequest) -> None:

@@ -13,7 +13,7 @@ import pytest
 from cuberay.platform.admission import ClusterState, queue_order, schedule
 from cuberay.platform.resources import CPU, GPU, LABEL_ACCELERATOR, Resources
 from cuberay.platform.scheduling import POLICIES, Policy, TenantQuota
-from tests.unit.helpers import (add, admitted, cluster, cycle, job, preempted, quota, reserves, snapshot, state,
+from tests.unit.helpers import (CLASSIC, add, admitted, cluster, cycle, job, preempted, quota, reserves, snapshot, state,
                                 submit)
 
 NO_PREEMPTION = Policy(preempt=False, reclaim=False)
@@ -306,7 +306,7 @@ def test_priority_preemption_frees_only_what_the_job_needs():
 # -- least attained service (LAS) --------------------------------------------------------------------
 # Threshold 100 GPU-s: a 4-GPU job leaves band 0 after 25 s of running, a 2-GPU job after 50 s.
 
-LAS = Policy(las_threshold_gpu_s=100.0)
+LAS = Policy(las_threshold_gpu_s=100.0, min_run_before_preempt_s=0.0)
 
 
 def test_a_band_0_job_preempts_a_band_1_job_of_its_tenant_once_it_has_run_long_enough():
@@ -448,7 +448,7 @@ def test_the_claim_omits_nodes_with_nothing_free_and_grows_as_nodes_free():
 
 
 def test_without_reservation_backfill_takes_any_free_capacity():
-    st = state(cluster(nodes=3, gpus=4), policy=replace(Policy(), reserve=False))
+    st = state(cluster(nodes=3, gpus=4), policy=replace(CLASSIC, reserve=False))
     for i, node in enumerate(("n0", "n1", "n2")):
         submit(st, job(f"x{i}", gpus=1, workers=1, t=0))
         st.start(f"x{i}", [node], 0)
@@ -682,7 +682,7 @@ def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_a_bounded_del
     # Whatever its tenant, the gang gets the reservation once the small jobs queued before it (older)
     # have started as GPUs freed, 64 per D; then it claims the cluster as it frees and waits at most D more.
     # 8 x 8 GPUs: each worker needs a whole node, which the stream keeps fragmented.
-    started, backlog, st = run_stream(Policy(), horizon=T_BIG + 10 * D, big_tenant=big_tenant, big_shape=big_shape)
+    started, backlog, st = run_stream(CLASSIC, horizon=T_BIG + 10 * D, big_tenant=big_tenant, big_shape=big_shape)
     assert backlog > 64  # the stream really outran the cluster
     assert started is not None, "the 64-GPU gang never started"
     bound = backlog * D / 64 + D + SLACK
@@ -693,13 +693,13 @@ def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_a_bounded_del
 def test_a_64_gpu_gang_behind_a_stream_of_1_gpu_jobs_starts_within_about_d():
     # The gang's tenant uses nothing, so it comes first in queue order: it should reserve the cluster
     # at once and start when the jobs running at T_BIG have finished.
-    started, _, st = run_stream(Policy(), horizon=T_BIG + 5 * D)
+    started, _, st = run_stream(CLASSIC, horizon=T_BIG + 5 * D)
     assert started is not None, "the 64-GPU gang never started"
     assert D / 2 < started - T_BIG <= D + SLACK
 
 
 @pytest.mark.parametrize("big_tenant", ["stream", "research"])
-@pytest.mark.parametrize("policy", [POLICIES["fifo-backfill"], replace(Policy(), reserve=False)],
+@pytest.mark.parametrize("policy", [POLICIES["fifo-backfill"], replace(CLASSIC, reserve=False)],
                          ids=["fifo-backfill", "cuberay-without-reservation"])
 def test_without_a_reservation_the_gang_starves(policy, big_tenant):
     started, _, st = run_stream(policy, horizon=T_BIG + 15 * D, big_tenant=big_tenant)
