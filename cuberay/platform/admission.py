@@ -495,11 +495,16 @@ class _Cycle:
         """Release victims in order until the job fits (and is within its max); undo and return [] if never."""
         contended = _contended(job)
         chosen: list[RunningJob] = []
+        slot = FitCounter(job.worker)
+        nodes = self.s.ledger.nodes
         for run in self._victims(job, contended, own_only):
             if run.job.tenant != job.tenant and not self._still_at_guarantee(run, contended):
                 continue  # usage moved while we released others
             self._release(run)
             chosen.append(run)
+            # A full placement scan only when this victim left room for a worker on one of its nodes.
+            if not any(slot(nodes[n]) for n in set(run.allocation.node_ids) if n in nodes):
+                continue
             if self._over_max(job) is None and self._place(job, honour_reservation=not is_holder):
                 return chosen
         for run in reversed(chosen):
