@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Union
 from cuberay.platform.ledger import Allocation, FitCounter, Ledger
 from cuberay.platform.placement import Placement, place, score_key, why_not
 from cuberay.platform.queue import Bucket, JobQueue, JobRequest
-from cuberay.platform.resources import Resources, format_resources
+from cuberay.platform.resources import Resources, WorkerRequest, format_resources
 from cuberay.platform.scheduling import Policy, TenantQuota
 
 _EPS = 1e-9
@@ -668,6 +668,18 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
 
 # -- helpers -------------------------------------------------------------------------
 
+def _hosts(ledger: Ledger, worker: WorkerRequest) -> list[tuple[str, int]]:
+    """Nodes that could host ``worker`` when empty, with how many (static per node set, so cached)."""
+    key = ("hosts", worker)
+    hit = ledger.cache.get(key)
+    if hit is None:
+        selector = worker.node_selector()
+        capacity = FitCounter(worker, empty=True)
+        hit = ledger.cache[key] = [(n.id, k) for n in ledger.nodes.values()
+                                   if n.alive and (not selector or n.matches(selector)) and (k := capacity(n)) > 0]
+    return hit
+
+
 def _worth_reserving(job: JobRequest) -> bool:
     """Only gangs and multi-card workers can be starved by backfill.
 
@@ -687,16 +699,10 @@ def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, f
     cannot know which node drains first, but claimed capacity is never lost to
     backfill, so claims only grow and the holder starts once enough has freed.
     """
-    selector = job.worker.node_selector()
     keys = score_key(job.worker)
-    capacity = FitCounter(job.worker, empty=True)
-    candidates = []
-    for node in ledger.nodes.values():
-        if not node.alive or (selector and not node.matches(selector)):
-            continue
-        k = capacity(node)
-        if k > 0:
-            candidates.append((-sum(node.free.get(key, 0.0) for key in keys), node.id, k))
+    nodes = ledger.nodes
+    candidates = [(-sum(nodes[node_id].free.get(key, 0.0) for key in keys), node_id, k)
+                  for node_id, k in _hosts(ledger, job.worker)]
     candidates.sort()
     policy = job.placement.resolve(job.worker)
     if policy is Placement.STRICT_PACK:

@@ -87,6 +87,7 @@ class Ledger:
         self.total_capacity: dict[str, float] = {}
         self.total_free: dict[str, float] = {}
         self.version = 0  # bumped when the node set changes (for callers' caches)
+        self.cache: dict[object, object] = {}  # facts about the node set only; cleared when it changes
 
     # -- nodes ---------------------------------------------------------------------
     def add_node(self, node_id: str, capacity: Mapping[str, float], labels: Mapping[str, str] | None = None) -> NodeState:
@@ -98,6 +99,7 @@ class Ledger:
         node = NodeState(node_id, cap, dict(labels or {}), dict(cap), card_resource, [1.0] * n_cards,
                          full_cards=n_cards)
         self.version += 1
+        self.cache.clear()
         node.labels.setdefault("ray.io/node-id", node_id)
         self.nodes[node_id] = node
         for k, v in cap.items():
@@ -118,6 +120,7 @@ class Ledger:
             self.total_free[k] -= v
         del self.nodes[node_id]
         self.version += 1
+        self.cache.clear()
         return hit
 
     def alive_nodes(self) -> list[NodeState]:
@@ -250,13 +253,15 @@ class FitCounter:
     This is the scheduler's innermost loop (every candidate job against every node).
     """
 
-    __slots__ = ("items", "card", "need", "empty")
+    __slots__ = ("items", "card", "need", "empty", "whole_cards")
 
     def __init__(self, req: WorkerRequest, empty: bool = False) -> None:
         self.card = req.card_resource
         self.need = req.resources.get(self.card, 0.0) if self.card else 0.0
         self.items = [(k, v) for k, v in req.resources.items() if v > 0 and k != self.card]
         self.empty = empty
+        # Whole cards and nothing else (most GPU traces): the count is full_cards // whole_cards.
+        self.whole_cards = int(round(self.need)) if (self.need >= 1.0 - _EPS and not self.items and not empty) else 0
 
     def __call__(self, node: NodeState, reserved: Mapping[str, float] | None = None) -> int:
         free = node.capacity if self.empty else node.free

@@ -71,10 +71,15 @@ def place(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: Pl
     counter = FitCounter(req, empty)
     fits: list[tuple[NodeState, int]] = []
     room = 0
+    whole, card = counter.whole_cards, counter.card
     for node in nodes:
         if not node.alive or (selector and not node.matches(selector)):
             continue
-        k = counter(node, reserved.get(node.id) if reserved else None)
+        held = reserved.get(node.id) if reserved else None
+        if whole and held is None:  # the common case, inlined: this loop runs for every node
+            k = node.full_cards // whole if node.card_resource == card else 0
+        else:
+            k = counter(node, held)
         if k > 0:
             fits.append((node, k))
             room += k
