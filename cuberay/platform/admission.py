@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Union
 from cuberay.platform.ledger import Allocation, FitCounter, Ledger
 from cuberay.platform.placement import Placement, place, score_key, why_not
 from cuberay.platform.queue import Bucket, JobQueue, JobRequest
-from cuberay.platform.resources import Resources, WorkerRequest, format_resources
+from cuberay.platform.resources import CARD_RESOURCES, Resources, WorkerRequest, format_resources
 from cuberay.platform.scheduling import Policy, TenantQuota
 
 _EPS = 1e-9
@@ -277,6 +277,8 @@ class _Cycle:
         self.now = now
         self.co = _Checkout(state.ledger)
         self.usage = {t: dict(u) for t, u in state.usage.items()}
+        self._shares: dict[str, float] = {}
+        self.explain = True
         self.decisions: list[Decision] = []
         self.waits: dict[str, str] = {}
         self.preempted: set[str] = set()
@@ -304,11 +306,18 @@ class _Cycle:
     def key(self, b: Bucket, head: tuple[float, int, str]) -> tuple:
         if self.p.fifo:
             return (head[0], head[1])
-        share = self.s.tenant_share(b.tenant, self.usage.get(b.tenant, {})) if self.p.fair_share else 0.0
+        share = self._share(b.tenant) if self.p.fair_share else 0.0
         band = b.band
         if band and self.p.las_promote is not None:
             band = self.band(self.s.queue.get(head[2]))  # type: ignore[arg-type]
         return (-b.priority, band, share, head[0], head[1])
+
+    def _share(self, tenant: str) -> float:
+        """The tenant's share, cached for the cycle and dropped whenever its usage changes."""
+        share = self._shares.get(tenant)
+        if share is None:
+            share = self._shares[tenant] = self.s.tenant_share(tenant, self.usage.get(tenant, {}))
+        return share
 
     def band(self, job: JobRequest) -> int:
         """Service band now: Tiresias-style promotion back to band 0 after waiting as long as it ran.
@@ -355,6 +364,8 @@ class _Cycle:
                 return
             job = self.s.queue.get(head[2])
             assert job is not None
+            if self._hopeless(job):
+                continue
             if self._try(job):
                 if pos + 1 < len(b.entries):
                     heapq.heappush(heap, (self.key(b, b.entries[pos + 1]), i, b, pos + 1))
@@ -364,6 +375,15 @@ class _Cycle:
                 self._note_behind(b, pos)
 
     _quota_blocked: set[str]
+
+    def _hopeless(self, job: JobRequest) -> bool:
+        """Simulator shortcut: no free accelerator, no preemption left, nothing to explain or reserve."""
+        if self.explain or job.gpus <= 0 or self.preemption_attempts_left > 0:
+            return False
+        if self.p.reserve and self.reservation is None:
+            return False
+        free = self.s.ledger.total_free
+        return all(free.get(n, 0.0) <= _EPS for n in job.total if n in CARD_RESOURCES)
 
     def _note_behind(self, b: Bucket, pos: int) -> None:
         if pos + 1 < len(b.entries):
@@ -435,6 +455,7 @@ class _Cycle:
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
         _add(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
+        self._shares.pop(job.tenant, None)
         holder = self.reservation is not None and self.reservation.job_id == job.id
         self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder))
         if self.reservation and self.reservation.job_id == job.id:
@@ -526,11 +547,13 @@ class _Cycle:
     def _release(self, run: RunningJob) -> None:
         self.co.release(run.job.id)
         _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, -1.0)
+        self._shares.pop(run.job.tenant, None)
 
     def _restore(self, run: RunningJob) -> None:
         self.s.ledger.restore(run.allocation)
         self.co._undo.append(("release", run.job.id))
         _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
+        self._shares.pop(run.job.tenant, None)
 
     def _victims(self, job: JobRequest, contended: tuple[str, ...], own_only: bool = False) -> Iterable[RunningJob]:
         """Running jobs this job may preempt, cheapest to lose first; [] when they cannot free enough."""
@@ -661,6 +684,7 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
         assert job is not None
         out.append(job)
         _add(cycle.usage.setdefault(job.tenant, {}), job.total, 1.0)
+        cycle._shares.pop(job.tenant, None)
         if pos + 1 < len(b.entries):
             heapq.heappush(heap, (cycle.key(b, b.entries[pos + 1]), i, b, pos + 1))
     return out
@@ -725,8 +749,6 @@ def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, f
 
 def _contended(job: JobRequest) -> tuple[str, ...]:
     """Resources a preemption must free for this job: its accelerators, else all it asks for."""
-    from cuberay.platform.resources import CARD_RESOURCES
-
     cards = tuple(n for n in job.total if n in CARD_RESOURCES)
     return cards or tuple(job.total)
 
