@@ -725,8 +725,12 @@ def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, f
     """
     keys = score_key(job.worker)
     nodes = ledger.nodes
-    candidates = [(-sum(nodes[node_id].free.get(key, 0.0) for key in keys), node_id, k)
-                  for node_id, k in _hosts(ledger, job.worker)]
+    if len(keys) == 1:  # one accelerator resource: skip the generator in this per-cycle loop
+        key = keys[0]
+        candidates = [(-nodes[node_id].free.get(key, 0.0), node_id, k) for node_id, k in _hosts(ledger, job.worker)]
+    else:
+        candidates = [(-sum(nodes[node_id].free.get(key, 0.0) for key in keys), node_id, k)
+                      for node_id, k in _hosts(ledger, job.worker)]
     candidates.sort()
     policy = job.placement.resolve(job.worker)
     if policy is Placement.STRICT_PACK:

@@ -10,7 +10,6 @@ import csv
 import enum
 import math
 import re
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence

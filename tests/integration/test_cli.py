@@ -14,10 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -25,8 +24,8 @@ import yaml
 from cuberay.cli import main
 from cuberay.platform import client
 from cuberay.platform.states import JobState
+from tests.support import wait_for
 
-T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,15 +35,6 @@ def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 0.3) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(poll_s)
 
 
 def task_file(tmp_path: Path, name: str, command: str, *, tenant: str = "a", workers: int = 1,

@@ -7,7 +7,6 @@ worker's command can be watched by pid from the test.
 from __future__ import annotations
 
 import io
-import os
 import re
 import sys
 import threading

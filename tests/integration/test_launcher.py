@@ -9,27 +9,18 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Iterator
 
 import pytest
 from ray.job_submission import JobSubmissionClient
 
 from cuberay.errors import NotFoundError, PlatformNotRunningError
 from cuberay.platform.launcher import SUCCEEDED, STOPPED, TERMINAL, Launcher, LauncherError
+from tests.support import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import pytest
 import ray
@@ -22,20 +22,11 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from cuberay.errors import AdmissionError, NotFoundError, SpecError
 from cuberay.platform import client
 from cuberay.platform.states import JobState
+from tests.support import wait_for
 
-T = TypeVar("T")
 WORKER_LINE = re.compile(r"\[worker (\d+)\] rank=(\d+) node=([0-9a-f]+)")
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(poll_s)
 
 
 def task(name: str, workers: int, *, gpu: str = "0", cpu: str = "1", sleep_s: float = 3,

@@ -12,10 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -23,21 +22,12 @@ import yaml
 from cuberay.cli import main
 from cuberay.platform import client
 from cuberay.platform.states import JobState
+from tests.support import wait_for
 
-T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RAY_CLI = str(Path(sys.executable).parent / "ray")
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(poll_s)
 
 
 def task_spec(name: str, command: str, *, workers: int, gpu: str) -> dict[str, Any]:

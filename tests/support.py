@@ -1,0 +1,20 @@
+"""Helpers shared by the test tiers (import as ``from tests.support import wait_for``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 0.2) -> T:
+    """Poll ``check`` until it returns something truthy, and return that; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll_s)
