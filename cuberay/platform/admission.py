@@ -371,7 +371,7 @@ class _Cycle:
                     heapq.heappush(heap, (self.key(b, b.entries[pos + 1]), i, b, pos + 1))
             elif not self.p.backfill and job.id not in self._quota_blocked:
                 return
-            else:
+            elif self.explain:
                 self._note_behind(b, pos)
 
     _quota_blocked: set[str]
@@ -592,8 +592,8 @@ class _Cycle:
         # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
         # ordered: most jobs need one or two victims, so a heap beats sorting every candidate.
         need = job.gpus
-        heap = [(r.job.priority, now < r.band_flip, max(0.0, r.job.gpus - need), r.lost_work_at(now), -r.start_time,
-                 i, r) for i, r in enumerate(out)]
+        heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
+                 r.lost_work_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
         heapq.heapify(heap)
         return (heapq.heappop(heap)[-1] for _ in range(len(heap)))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterator
+from typing import Callable, Iterator
 
 from cuberay.platform.placement import Placement
 from cuberay.platform.resources import CARD_RESOURCES, Resources, WorkerRequest
@@ -35,15 +35,23 @@ class JobRequest:
     queued_at: float | None = None  # when it last entered the queue (submit, or preemption)
     total: Resources = field(init=False)
     gpus: float = field(init=False)
-    shape: Hashable = field(init=False)
+    shape: int = field(init=False)  # interned (worker, workers, max_workers, placement)
 
     def __post_init__(self) -> None:
         self.placement = Placement(self.placement)
         self.total = self.worker.resources * self.workers
         self.gpus = sum(self.total.get(name, 0.0) for name in CARD_RESOURCES)
-        self.shape = (self.worker, self.workers, self.max_workers, self.placement)
+        self.shape = _intern((self.worker, self.workers, self.max_workers, self.placement))
         if self.queued_at is None:
             self.queued_at = self.submit_time
+
+
+_SHAPES: dict[tuple, int] = {}
+
+
+def _intern(shape: tuple) -> int:
+    """A small int per distinct gang shape: hashing the request once per job, not on every lookup."""
+    return _SHAPES.setdefault(shape, len(_SHAPES))
 
 
 BucketKey = tuple  # (tenant, priority, band, shape)
