@@ -14,7 +14,7 @@ from rich.console import Console
 
 from cuberay.cli.views import span
 from cuberay.platform import client
-from cuberay.platform.client import QueueEntry
+from cuberay.platform.records import QueueEntry
 from cuberay.platform.states import JobState
 from cuberay.platform.store import JobRecord
 

@@ -15,57 +15,16 @@ import getpass
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.records import JobRef, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.states import JobState
 from cuberay.platform.store import JobRecord
 
 CONTROLLER_NAME = "cuberay-controller"
 NAMESPACE = "cuberay"
-
-
-@dataclass(frozen=True)
-class JobRef:
-    """A handle to a submitted job; prints as ``cuberay://<tenant>/<job id>``."""
-
-    id: str
-    tenant: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"cuberay://{self.tenant}/{self.id}"
-
-
-@dataclass(frozen=True)
-class QueueEntry:
-    """One line of ``cuberay queue``: a running or waiting job, its position and why it waits."""
-
-    job_id: str
-    tenant: str
-    name: str
-    kind: str
-    state: JobState
-    position: int | None      # 1-based place in admission order; None when running
-    reason: str               # why it waits / where it runs
-    gpus: float
-    workers: int
-    age_s: float
-
-
-@dataclass(frozen=True)
-class TenantUsage:
-    """One line of ``cuberay tenants``: quota and what is in use (resource name -> amount)."""
-
-    name: str
-    guaranteed: Mapping[str, float]
-    max: Mapping[str, float] | None
-    in_use: Mapping[str, float]
-    borrowed: Mapping[str, float]
-    running: int
-    queued: int
 
 
 def connect(address: str | None = None, *, log_to_driver: bool = False) -> Any:

@@ -36,7 +36,7 @@ from ray._private import state as ray_state
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform import controller_convert as conv
 from cuberay.platform.admission import Admit, ClusterState, Preempt, Reserve, RunningJob, queue_order, schedule
-from cuberay.platform.client import QueueEntry, TenantUsage
+from cuberay.platform.records import QueueEntry, TenantUsage
 from cuberay.platform.controller_drivers import Drivers
 from cuberay.platform.controller_nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.launcher import STOPPED, SUCCEEDED, TERMINAL, Launcher, cluster_dashboard_url

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from cuberay.errors import AdmissionError
 from cuberay.platform.admission import ClusterState, RunningJob
-from cuberay.platform.client import QueueEntry, TenantUsage
+from cuberay.platform.records import QueueEntry, TenantUsage
 from cuberay.platform.queue import JobRequest
 from cuberay.platform.specs import Job, Platform, Tenant
 from cuberay.platform.states import JobState

@@ -40,7 +40,7 @@ from typing import Callable, Iterator
 import yaml
 
 from cuberay.platform import client
-from cuberay.platform.client import JobRef, QueueEntry
+from cuberay.platform.records import JobRef, QueueEntry
 from cuberay.platform.specs import Platform, load_platform, load_spec
 from cuberay.platform.states import JobState
 from cuberay.platform.store import JobRecord

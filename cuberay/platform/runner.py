@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from cuberay.errors import CuberayError, JobFailedError
 from cuberay.platform import client
-from cuberay.platform.client import QueueEntry
+from cuberay.platform.records import QueueEntry
 from cuberay.platform.states import JobState
 from cuberay.platform.store import JobRecord
 

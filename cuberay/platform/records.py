@@ -1,0 +1,53 @@
+"""Records the platform hands back: job handles, queue lines, tenant usage.
+
+Plain frozen dataclasses, safe to send across Ray actor boundaries; the
+controller builds them, the client returns them, the CLI renders them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from cuberay.platform.states import JobState
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A handle to a submitted job; prints as ``cuberay://<tenant>/<job id>``."""
+
+    id: str
+    tenant: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"cuberay://{self.tenant}/{self.id}"
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One line of ``cuberay queue``: a running or waiting job, its position and why it waits."""
+
+    job_id: str
+    tenant: str
+    name: str
+    kind: str
+    state: JobState
+    position: int | None      # 1-based place in admission order; None when running
+    reason: str               # why it waits / where it runs
+    gpus: float
+    workers: int
+    age_s: float
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """One line of ``cuberay tenants``: quota and what is in use (resource name -> amount)."""
+
+    name: str
+    guaranteed: Mapping[str, float]
+    max: Mapping[str, float] | None
+    in_use: Mapping[str, float]
+    borrowed: Mapping[str, float]
+    running: int
+    queued: int
