@@ -137,6 +137,10 @@ class Controller:
 
     async def _tick(self) -> None:
         async with self._lock:
+            # Act on what woke us (a submit, a finish) before the slower refreshes of Ray's state:
+            # they take tens of milliseconds and the admission decision does not need them first.
+            self._cycle(time.time())
+            await self._start_drivers(time.time())
             nodes = await asyncio.to_thread(ray.nodes)
             self._apply_nodes(live_nodes(nodes), time.time())
             await self._follow_drivers(time.time())
