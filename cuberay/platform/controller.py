@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -428,7 +429,7 @@ class Controller:
         return {"platform": self.platform.metadata.name, "database": self.store.url,
                 "dashboard_url": self.drivers.launcher.dashboard_url, "ticks": self._ticks,
                 "drivers": self.drivers.info(),
-                "node_id": ray.get_runtime_context().get_node_id()}
+                "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     async def dashboard_url(self) -> str:
         return self.drivers.launcher.dashboard_url

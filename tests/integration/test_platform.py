@@ -182,9 +182,11 @@ def test_controller_restart_keeps_running_and_queued_jobs(platform, ray_cluster,
     wait_for(lambda: any(e.job_id == queued.id and "at its max" in e.reason for e in client.queue()), 20,
              "the waiter's reason")
     sid = client.status(running.id).submission_id
+    old_pid = ctl(platform, "ping")["pid"]
 
     ray.kill(platform.controller, no_restart=False)  # the process dies; Ray restarts the detached actor
-    wait_for(lambda: _ticks(platform) > 0, 60, "the restarted controller to run a cycle")
+    # Wait for the NEW process (a ping can still reach the dying one) to have run a cycle.
+    wait_for(lambda: _restarted(platform, old_pid), 60, "the restarted controller to run a cycle")
     assert client.status(running.id).state == JobState.RUNNING
     assert client.status(running.id).submission_id == sid
     assert list(ctl(platform, "running")) == [running.id]
@@ -198,11 +200,12 @@ def test_controller_restart_keeps_running_and_queued_jobs(platform, ray_cluster,
     assert wait_states([queued.id], {JobState.SUCCEEDED}, 60)[queued.id].attempts == 1
 
 
-def _ticks(platform) -> int:
+def _restarted(platform, old_pid: int) -> bool:
     try:
-        return ctl(platform, "ping")["ticks"]
-    except ray.exceptions.RayActorError:
-        return 0
+        info = ctl(platform, "ping")
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+        return False
+    return info["pid"] != old_pid and info["ticks"] > 0
 
 
 def test_capacity_used_outside_cuberay_is_held_in_the_ledger(platform, ray_cluster) -> None:
