@@ -21,223 +21,17 @@ backfilled jobs may not use it, and once started it is not an LAS victim.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Union
+from typing import Iterable
 
+from cuberay.platform.cluster_state import ClusterState, RunningJob, add_amounts, fmt_amount
+from cuberay.platform.decisions import Admit, Cycle, Decision, Preempt, Reject, Reserve
 from cuberay.platform.ledger import Allocation, FitCounter, Ledger
-from cuberay.platform.placement import Placement, place, score_key, why_not
-from cuberay.platform.queue import Bucket, JobQueue, JobRequest
-from cuberay.platform.resources import CARD_RESOURCES, Resources, WorkerRequest, format_resources
-from cuberay.platform.scheduling import Policy, TenantQuota
+from cuberay.platform.placement import place
+from cuberay.platform.queue import Bucket, JobRequest
+from cuberay.platform.reservation import claim, held_now, worth_reserving
+from cuberay.platform.resources import CARD_RESOURCES, Resources
 
 _EPS = 1e-9
-
-
-# -- decisions -------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Admit:
-    job_id: str
-    node_ids: tuple[str, ...]
-    reason: str = "admitted"
-    protected: bool = False  # admitted as overdue or as the reservation holder: no LAS preemption
-
-
-@dataclass(frozen=True, slots=True)
-class Preempt:
-    job_id: str
-    by: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Reserve:
-    """Hold capacity for a blocked job (``job_id`` None clears the reservation)."""
-
-    job_id: str | None
-    nodes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    at: float = 0.0  # when the nodes were picked
-
-
-Decision = Union[Admit, Preempt, Reserve]
-
-
-@dataclass(frozen=True, slots=True)
-class Reject:
-    job_id: str
-    reason: str
-
-
-@dataclass(slots=True)
-class Cycle:
-    decisions: list[Decision]
-    waits: dict[str, str]
-
-    @property
-    def admitted(self) -> list[Admit]:
-        return [d for d in self.decisions if isinstance(d, Admit)]
-
-    @property
-    def preempted(self) -> list[Preempt]:
-        return [d for d in self.decisions if isinstance(d, Preempt)]
-
-
-@dataclass(slots=True)
-class RunningJob:
-    job: JobRequest
-    allocation: Allocation
-    start_time: float
-    checkpoint_time: float | None = None     # last checkpoint the job reported
-    checkpoint_every_s: float | None = None  # or: it checkpoints periodically from start_time
-    band_flip: float = float("inf")          # when its attained service crosses the LAS threshold
-    protected: bool = False                  # not a least-attained-service victim (it waited too long)
-
-    def attained_at(self, now: float) -> float:
-        return self.job.attained_gpu_s + self.job.gpus * max(0.0, now - self.start_time)
-
-    def lost_work_at(self, now: float) -> float:
-        """GPU-seconds a preemption now would throw away (since the last checkpoint or start)."""
-        ran = max(0.0, now - max(self.start_time, self.checkpoint_time or self.start_time))
-        if self.checkpoint_every_s:
-            ran = min(ran, max(0.0, now - self.start_time) % self.checkpoint_every_s)
-        return max(self.job.gpus, 1e-3) * ran
-
-
-# -- state ---------------------------------------------------------------------------
-
-class ClusterState:
-    """Everything admission looks at: ledger, tenants, queue, running jobs, reservation."""
-
-    def __init__(self, ledger: Ledger, tenants: Mapping[str, TenantQuota], policy: Policy | None = None) -> None:
-        self.ledger = ledger
-        self.tenants = dict(tenants)
-        self.policy = policy or Policy()
-        self.queue = JobQueue(self.band_of)
-        self.running: dict[str, RunningJob] = {}
-        self.running_by_tenant: dict[str, dict[str, RunningJob]] = {}
-        self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
-        self.reservation: Reserve | None = None
-        self._fit_cache: dict[object, bool] = {}
-        self._fit_cache_version = -1
-
-    def band_of(self, job: JobRequest) -> int:
-        threshold = self.policy.las_threshold_gpu_s
-        return int(threshold is not None and job.attained_gpu_s >= threshold)
-
-    # -- submission ------------------------------------------------------------
-    def check(self, job: JobRequest) -> str | None:
-        """Why ``job`` can never run here (unknown tenant, over its max, larger than the cluster), or None."""
-        quota = self.tenants.get(job.tenant)
-        if quota is None:
-            known = ", ".join(sorted(self.tenants)) or "none"
-            return f"unknown tenant {job.tenant!r}; known tenants: {known}. Set metadata.tenant or --tenant"
-        if quota.max is not None:
-            over = job.total.exceeding(quota.max)
-            if over:
-                name, (asked, cap) = next(iter(over.items()))
-                per = job.worker.resources.get(name, 0.0)
-                return (f"tenant {job.tenant!r} max {name} is {_n(cap)}; job asks {job.workers} x {_n(per)} = "
-                        f"{_n(asked)}. Lower workers or ask an admin to raise "
-                        f"tenants.{job.tenant}.quota.max.{_user_name(name)}")
-        if not self._could_ever_place(job):
-            return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement)
-        return None
-
-    def _could_ever_place(self, job: JobRequest) -> bool:
-        if self._fit_cache_version != self.ledger.version:
-            self._fit_cache.clear()
-            self._fit_cache_version = self.ledger.version
-        hit = self._fit_cache.get(job.shape)
-        if hit is None:
-            placed = place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True)
-            hit = self._fit_cache[job.shape] = placed is not None
-        return hit
-
-    def submit(self, job: JobRequest) -> Reject | None:
-        """Queue ``job``, or reject it at once with the reason if it can never run."""
-        reason = self.check(job)
-        if reason:
-            return Reject(job.id, reason)
-        self.queue.add(job)
-        return None
-
-    def cancel(self, job_id: str) -> JobRequest | RunningJob | None:
-        if job_id in self.queue:
-            return self.queue.remove(job_id)
-        return self.finish(job_id)
-
-    # -- applying decisions ------------------------------------------------------
-    def apply(self, decisions: Iterable[Decision], now: float) -> None:
-        """Bookkeeping for decisions: preemptions first (they free what admissions use)."""
-        decisions = list(decisions)
-        for d in decisions:
-            if isinstance(d, Preempt):
-                self.preempt(d.job_id, now)
-        for d in decisions:
-            if isinstance(d, Admit):
-                self.start(d.job_id, d.node_ids, now, protected=d.protected)
-            elif isinstance(d, Reserve):
-                self.reservation = d if d.job_id else None
-
-    def start(self, job_id: str, node_ids: Iterable[str], now: float, *, protected: bool = False) -> RunningJob:
-        job = self.queue.remove(job_id)
-        alloc = self.ledger.allocate(job.id, job.worker, node_ids)
-        run = self.running[job.id] = RunningJob(job, alloc, now, protected=protected)
-        self.set_band_flip(run)
-        self.running_by_tenant.setdefault(job.tenant, {})[job.id] = run
-        _add(self.usage.setdefault(job.tenant, {}), alloc.total, 1.0)
-        if self.reservation and self.reservation.job_id == job_id:
-            self.reservation = None
-        return run
-
-    def set_band_flip(self, run: RunningJob) -> None:
-        """Precompute when a running job leaves the first service band (cheap checks in the cycle)."""
-        t = self.policy.las_threshold_gpu_s
-        if t is None:
-            run.band_flip = float("inf")
-        elif run.job.gpus <= 0:
-            run.band_flip = float("inf") if run.job.attained_gpu_s < t else float("-inf")
-        else:
-            run.band_flip = run.start_time + (t - run.job.attained_gpu_s) / run.job.gpus
-
-    def finish(self, job_id: str) -> RunningJob | None:
-        run = self.running.pop(job_id, None)
-        if run is not None:
-            self.running_by_tenant.get(run.job.tenant, {}).pop(job_id, None)
-            alloc = self.ledger.release(job_id)
-            if alloc is not None:
-                _add(self.usage.setdefault(run.job.tenant, {}), alloc.total, -1.0)
-        return run
-
-    def preempt(self, job_id: str, now: float, attained_gpu_s: float | None = None) -> RunningJob | None:
-        """Stop a running job and put it back in the queue with its service so far."""
-        run = self.finish(job_id)
-        if run is not None:
-            run.job.attained_gpu_s = run.attained_at(now) if attained_gpu_s is None else attained_gpu_s
-            run.job.queued_at = now
-            self.queue.add(run.job)
-        return run
-
-    def remove_node(self, node_id: str, now: float) -> list[RunningJob]:
-        """A node left: requeue the jobs that had workers on it, then drop it from the ledger."""
-        hit = [r for r in list(self.running.values()) if node_id in r.allocation.node_ids]
-        for run in hit:
-            self.preempt(run.job.id, now)
-        self.ledger.remove_node(node_id)
-        return hit
-
-    def tenant_share(self, tenant: str, usage: Mapping[str, float] | None = None) -> float:
-        """Dominant share of the tenant's guarantee in use (DRF); no guarantee counts as a huge share."""
-        used = self.usage.get(tenant, {}) if usage is None else usage
-        quota = self.tenants.get(tenant)
-        share = 0.0
-        for name, amount in used.items():
-            if amount <= _EPS:
-                continue
-            g = quota.guaranteed.get(name, 0.0) if quota else 0.0
-            cap = self.ledger.total_capacity.get(name, 0.0) or 1.0
-            share = max(share, amount / g if g > 0 else 1e6 * amount / cap)
-        return share
 
 
 # -- the cycle -----------------------------------------------------------------------
@@ -296,7 +90,7 @@ class _Cycle:
             if res is not None:
                 self.decisions.append(Reserve(None))
             return None
-        nodes = _reservation_nodes(self.s.ledger, holder)
+        nodes = claim(self.s.ledger, holder)
         if nodes != res.nodes:
             res = Reserve(holder.id, nodes, self.now)
             self.decisions.append(res)
@@ -337,10 +131,10 @@ class _Cycle:
             if self.p.reserve and self.reservation is None:
                 self._reserve_for_oldest()
             self._loop()
-            blocked = [j for j in self.blocked if _worth_reserving(j)]
+            blocked = [j for j in self.blocked if worth_reserving(j)]
             if self.p.reserve and self.reservation is None and blocked:
                 oldest = min(blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
-                self.reservation = Reserve(oldest.id, _reservation_nodes(self.s.ledger, oldest), self.now)
+                self.reservation = Reserve(oldest.id, claim(self.s.ledger, oldest), self.now)
                 self.decisions.append(self.reservation)
         finally:
             self.co.rollback()
@@ -425,14 +219,14 @@ class _Cycle:
         for name, amount in job.total.items():
             cap = quota.max.get(name, 0.0)
             if used.get(name, 0.0) + amount > cap + _EPS:
-                return (f"tenant {job.tenant!r} is at its max {name}: {_n(used.get(name, 0.0))} in use + "
-                        f"{_n(amount)} asked > max {_n(cap)}; waits for the tenant's own jobs to finish")
+                return (f"tenant {job.tenant!r} is at its max {name}: {fmt_amount(used.get(name, 0.0))} in use + "
+                        f"{fmt_amount(amount)} asked > max {fmt_amount(cap)}; waits for the tenant's own jobs to finish")
         return None
 
     def _place(self, job: JobRequest, honour_reservation: bool) -> list[str] | None:
         reserved = self.reservation.nodes if (self.reservation and honour_reservation) else None
         free = self.s.ledger.total_free
-        held = _held_now(self.s.ledger, reserved) if reserved else None
+        held = held_now(self.s.ledger, reserved) if reserved else None
         for name, amount in job.total.items():  # cheap whole-cluster check before scanning nodes
             if free.get(name, 0.0) - (held.get(name, 0.0) if held else 0.0) + _EPS < amount:
                 return None
@@ -454,7 +248,7 @@ class _Cycle:
 
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
-        _add(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
+        add_amounts(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
         self._shares.pop(job.tenant, None)
         holder = self.reservation is not None and self.reservation.job_id == job.id
         self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder))
@@ -464,8 +258,8 @@ class _Cycle:
 
     def _capacity_reason(self, job: JobRequest) -> str:
         free = self.s.ledger.total_free
-        parts = [f"{_n(a)} {n}" for n, a in job.total.items() if n != "memory"]
-        have = ", ".join(f"{_n(max(free.get(n, 0.0), 0.0))} {n}" for n, _ in job.total.items() if n != "memory")
+        parts = [f"{fmt_amount(a)} {n}" for n, a in job.total.items() if n != "memory"]
+        have = ", ".join(f"{fmt_amount(max(free.get(n, 0.0), 0.0))} {n}" for n, _ in job.total.items() if n != "memory")
         msg = f"waiting for capacity: gang of {job.workers} needs {', '.join(parts) or 'memory'}; free now {have or '-'}"
         if self.reservation and self.reservation.job_id != job.id:
             msg += f"; capacity is held for {self.reservation.job_id}"
@@ -482,13 +276,13 @@ class _Cycle:
         """
         queue = self.s.queue
         heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
-                 if _worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
+                 if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
         if not heads:
             return
         job = queue.get(min(heads)[3])
         if job is None or self._over_max(job) or self._place(job, honour_reservation=False):
             return
-        self.reservation = Reserve(job.id, _reservation_nodes(self.s.ledger, job), self.now)
+        self.reservation = Reserve(job.id, claim(self.s.ledger, job), self.now)
         self.decisions.append(self.reservation)
 
     # preemption
@@ -546,13 +340,13 @@ class _Cycle:
 
     def _release(self, run: RunningJob) -> None:
         self.co.release(run.job.id)
-        _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, -1.0)
+        add_amounts(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, -1.0)
         self._shares.pop(run.job.tenant, None)
 
     def _restore(self, run: RunningJob) -> None:
         self.s.ledger.restore(run.allocation)
         self.co._undo.append(("release", run.job.id))
-        _add(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
+        add_amounts(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
         self._shares.pop(run.job.tenant, None)
 
     def _victims(self, job: JobRequest, contended: tuple[str, ...], own_only: bool = False) -> Iterable[RunningJob]:
@@ -683,7 +477,7 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
         job = state.queue.get(b.entries[pos][2])
         assert job is not None
         out.append(job)
-        _add(cycle.usage.setdefault(job.tenant, {}), job.total, 1.0)
+        add_amounts(cycle.usage.setdefault(job.tenant, {}), job.total, 1.0)
         cycle._shares.pop(job.tenant, None)
         if pos + 1 < len(b.entries):
             heapq.heappush(heap, (cycle.key(b, b.entries[pos + 1]), i, b, pos + 1))
@@ -692,86 +486,10 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
 
 # -- helpers -------------------------------------------------------------------------
 
-def _hosts(ledger: Ledger, worker: WorkerRequest) -> list[tuple[str, int]]:
-    """Nodes that could host ``worker`` when empty, with how many (static per node set, so cached)."""
-    key = ("hosts", worker)
-    hit = ledger.cache.get(key)
-    if hit is None:
-        selector = worker.node_selector()
-        capacity = FitCounter(worker, empty=True)
-        hit = ledger.cache[key] = [(n.id, k) for n in ledger.nodes.values()
-                                   if n.alive and (not selector or n.matches(selector)) and (k := capacity(n)) > 0]
-    return hit
-
-
-def _worth_reserving(job: JobRequest) -> bool:
-    """Only gangs and multi-card workers can be starved by backfill.
-
-    A single worker of at most one card starts on the next slot that frees;
-    holding capacity for it gains nothing, and a stream of such jobs would
-    otherwise pass the reservation from one to the next while a big gang waits.
-    """
-    return job.workers > 1 or job.gpus > 1 or bool(job.max_workers and job.max_workers > 1)
-
-
-def _reservation_nodes(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
-    """Claim capacity for the reservation holder: its gang's share of the most-free nodes, as it frees.
-
-    Nodes that could host workers are taken most-free first until they could
-    host the whole gang; on each, the holder claims what is free now, up to its
-    workers' needs there. Recomputed every cycle: without runtime estimates we
-    cannot know which node drains first, but claimed capacity is never lost to
-    backfill, so claims only grow and the holder starts once enough has freed.
-    """
-    keys = score_key(job.worker)
-    nodes = ledger.nodes
-    if len(keys) == 1:  # one accelerator resource: skip the generator in this per-cycle loop
-        key = keys[0]
-        candidates = [(-nodes[node_id].free.get(key, 0.0), node_id, k) for node_id, k in _hosts(ledger, job.worker)]
-    else:
-        candidates = [(-sum(nodes[node_id].free.get(key, 0.0) for key in keys), node_id, k)
-                      for node_id, k in _hosts(ledger, job.worker)]
-    candidates.sort()
-    policy = job.placement.resolve(job.worker)
-    if policy is Placement.STRICT_PACK:
-        candidates = [c for c in candidates if c[2] >= job.workers][:1]
-    per_node_cap = 1 if policy is Placement.STRICT_SPREAD else None
-    held: dict[str, dict[str, float]] = {}
-    left = job.workers
-    for _, node_id, k in candidates:
-        take = min(k, left, per_node_cap or k)
-        free = ledger.nodes[node_id].free
-        claim = {name: min(amount * take, max(free.get(name, 0.0), 0.0))
-                 for name, amount in job.worker.resources.items()}
-        if any(v > _EPS for v in claim.values()):
-            held[node_id] = claim
-        left -= take
-        if left <= 0:
-            break
-    return held
-
-
 def _contended(job: JobRequest) -> tuple[str, ...]:
     """Resources a preemption must free for this job: its accelerators, else all it asks for."""
     cards = tuple(n for n in job.total if n in CARD_RESOURCES)
     return cards or tuple(job.total)
-
-
-def _held_now(ledger: Ledger, reserved: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """Free capacity that a reservation keeps from other jobs right now (at most what is free)."""
-    out: dict[str, float] = {}
-    for node_id, amounts in reserved.items():
-        node = ledger.nodes.get(node_id)
-        if node is None:
-            continue
-        for k, v in amounts.items():
-            out[k] = out.get(k, 0.0) + min(v, max(node.free.get(k, 0.0), 0.0))
-    return out
-
-
-def _add(usage: dict[str, float], amounts: Mapping[str, float], sign: float) -> None:
-    for k, v in amounts.items():
-        usage[k] = usage.get(k, 0.0) + sign * v
 
 
 def _sum(vectors: Iterable[Resources]) -> Resources:
@@ -782,13 +500,5 @@ def _sum(vectors: Iterable[Resources]) -> Resources:
     return Resources(out)
 
 
-def _n(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{v:g}"
-
-
-def _user_name(ray_name: str) -> str:
-    return {"CPU": "cpu", "GPU": "gpu", "memory": "memory", "rdma": "rdma"}.get(ray_name, ray_name)
-
-
-__all__ = ["Admit", "Preempt", "Reserve", "Reject", "Cycle", "RunningJob", "ClusterState", "schedule",
-           "queue_order", "format_resources"]
+__all__ = ["Admit", "Preempt", "Reserve", "Reject", "Cycle", "Decision", "RunningJob", "ClusterState", "schedule",
+           "queue_order"]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PURE_MODULES = ("resources", "ledger", "placement", "queue", "scheduling", "admission", "sim",
+PURE_MODULES = ("resources", "ledger", "placement", "queue", "scheduling", "decisions", "cluster_state",
+                "reservation", "admission", "sim", "records",
                 "sim_inputs", "sim_cluster", "sim_plot", "states", "specs")
 
 PROBE = (

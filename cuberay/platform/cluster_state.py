@@ -1,0 +1,187 @@
+"""The snapshot admission looks at: ledger, tenants, queue, running jobs, reservation.
+
+Pure bookkeeping (no Ray): executors submit, start, finish and preempt jobs
+through it, and apply the decisions of ``admission.schedule``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from cuberay.platform.decisions import Admit, Decision, Preempt, Reject, Reserve
+from cuberay.platform.ledger import Allocation, Ledger
+from cuberay.platform.placement import place, why_not
+from cuberay.platform.queue import JobQueue, JobRequest
+from cuberay.platform.scheduling import Policy, TenantQuota
+
+_EPS = 1e-9
+
+
+@dataclass(slots=True)
+class RunningJob:
+    job: JobRequest
+    allocation: Allocation
+    start_time: float
+    checkpoint_time: float | None = None     # last checkpoint the job reported
+    checkpoint_every_s: float | None = None  # or: it checkpoints periodically from start_time
+    band_flip: float = float("inf")          # when its attained service crosses the LAS threshold
+    protected: bool = False                  # not a least-attained-service victim (it waited too long)
+
+    def attained_at(self, now: float) -> float:
+        return self.job.attained_gpu_s + self.job.gpus * max(0.0, now - self.start_time)
+
+    def lost_work_at(self, now: float) -> float:
+        """GPU-seconds a preemption now would throw away (since the last checkpoint or start)."""
+        ran = max(0.0, now - max(self.start_time, self.checkpoint_time or self.start_time))
+        if self.checkpoint_every_s:
+            ran = min(ran, max(0.0, now - self.start_time) % self.checkpoint_every_s)
+        return max(self.job.gpus, 1e-3) * ran
+
+
+class ClusterState:
+    """Everything admission looks at: ledger, tenants, queue, running jobs, reservation."""
+
+    def __init__(self, ledger: Ledger, tenants: Mapping[str, TenantQuota], policy: Policy | None = None) -> None:
+        self.ledger = ledger
+        self.tenants = dict(tenants)
+        self.policy = policy or Policy()
+        self.queue = JobQueue(self.band_of)
+        self.running: dict[str, RunningJob] = {}
+        self.running_by_tenant: dict[str, dict[str, RunningJob]] = {}
+        self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
+        self.reservation: Reserve | None = None
+        self._fit_cache: dict[object, bool] = {}
+        self._fit_cache_version = -1
+
+    def band_of(self, job: JobRequest) -> int:
+        threshold = self.policy.las_threshold_gpu_s
+        return int(threshold is not None and job.attained_gpu_s >= threshold)
+
+    # -- submission ------------------------------------------------------------
+    def check(self, job: JobRequest) -> str | None:
+        """Why ``job`` can never run here (unknown tenant, over its max, larger than the cluster), or None."""
+        quota = self.tenants.get(job.tenant)
+        if quota is None:
+            known = ", ".join(sorted(self.tenants)) or "none"
+            return f"unknown tenant {job.tenant!r}; known tenants: {known}. Set metadata.tenant or --tenant"
+        if quota.max is not None:
+            over = job.total.exceeding(quota.max)
+            if over:
+                name, (asked, cap) = next(iter(over.items()))
+                per = job.worker.resources.get(name, 0.0)
+                return (f"tenant {job.tenant!r} max {name} is {fmt_amount(cap)}; job asks {job.workers} x {fmt_amount(per)} = "
+                        f"{fmt_amount(asked)}. Lower workers or ask an admin to raise "
+                        f"tenants.{job.tenant}.quota.max.{_user_name(name)}")
+        if not self._could_ever_place(job):
+            return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement)
+        return None
+
+    def _could_ever_place(self, job: JobRequest) -> bool:
+        if self._fit_cache_version != self.ledger.version:
+            self._fit_cache.clear()
+            self._fit_cache_version = self.ledger.version
+        hit = self._fit_cache.get(job.shape)
+        if hit is None:
+            placed = place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True)
+            hit = self._fit_cache[job.shape] = placed is not None
+        return hit
+
+    def submit(self, job: JobRequest) -> Reject | None:
+        """Queue ``job``, or reject it at once with the reason if it can never run."""
+        reason = self.check(job)
+        if reason:
+            return Reject(job.id, reason)
+        self.queue.add(job)
+        return None
+
+    def cancel(self, job_id: str) -> JobRequest | RunningJob | None:
+        if job_id in self.queue:
+            return self.queue.remove(job_id)
+        return self.finish(job_id)
+
+    # -- applying decisions ------------------------------------------------------
+    def apply(self, decisions: Iterable[Decision], now: float) -> None:
+        """Bookkeeping for decisions: preemptions first (they free what admissions use)."""
+        decisions = list(decisions)
+        for d in decisions:
+            if isinstance(d, Preempt):
+                self.preempt(d.job_id, now)
+        for d in decisions:
+            if isinstance(d, Admit):
+                self.start(d.job_id, d.node_ids, now, protected=d.protected)
+            elif isinstance(d, Reserve):
+                self.reservation = d if d.job_id else None
+
+    def start(self, job_id: str, node_ids: Iterable[str], now: float, *, protected: bool = False) -> RunningJob:
+        job = self.queue.remove(job_id)
+        alloc = self.ledger.allocate(job.id, job.worker, node_ids)
+        run = self.running[job.id] = RunningJob(job, alloc, now, protected=protected)
+        self.set_band_flip(run)
+        self.running_by_tenant.setdefault(job.tenant, {})[job.id] = run
+        add_amounts(self.usage.setdefault(job.tenant, {}), alloc.total, 1.0)
+        if self.reservation and self.reservation.job_id == job_id:
+            self.reservation = None
+        return run
+
+    def set_band_flip(self, run: RunningJob) -> None:
+        """Precompute when a running job leaves the first service band (cheap checks in the cycle)."""
+        t = self.policy.las_threshold_gpu_s
+        if t is None:
+            run.band_flip = float("inf")
+        elif run.job.gpus <= 0:
+            run.band_flip = float("inf") if run.job.attained_gpu_s < t else float("-inf")
+        else:
+            run.band_flip = run.start_time + (t - run.job.attained_gpu_s) / run.job.gpus
+
+    def finish(self, job_id: str) -> RunningJob | None:
+        run = self.running.pop(job_id, None)
+        if run is not None:
+            self.running_by_tenant.get(run.job.tenant, {}).pop(job_id, None)
+            alloc = self.ledger.release(job_id)
+            if alloc is not None:
+                add_amounts(self.usage.setdefault(run.job.tenant, {}), alloc.total, -1.0)
+        return run
+
+    def preempt(self, job_id: str, now: float, attained_gpu_s: float | None = None) -> RunningJob | None:
+        """Stop a running job and put it back in the queue with its service so far."""
+        run = self.finish(job_id)
+        if run is not None:
+            run.job.attained_gpu_s = run.attained_at(now) if attained_gpu_s is None else attained_gpu_s
+            run.job.queued_at = now
+            self.queue.add(run.job)
+        return run
+
+    def remove_node(self, node_id: str, now: float) -> list[RunningJob]:
+        """A node left: requeue the jobs that had workers on it, then drop it from the ledger."""
+        hit = [r for r in list(self.running.values()) if node_id in r.allocation.node_ids]
+        for run in hit:
+            self.preempt(run.job.id, now)
+        self.ledger.remove_node(node_id)
+        return hit
+
+    def tenant_share(self, tenant: str, usage: Mapping[str, float] | None = None) -> float:
+        """Dominant share of the tenant's guarantee in use (DRF); no guarantee counts as a huge share."""
+        used = self.usage.get(tenant, {}) if usage is None else usage
+        quota = self.tenants.get(tenant)
+        share = 0.0
+        for name, amount in used.items():
+            if amount <= _EPS:
+                continue
+            g = quota.guaranteed.get(name, 0.0) if quota else 0.0
+            cap = self.ledger.total_capacity.get(name, 0.0) or 1.0
+            share = max(share, amount / g if g > 0 else 1e6 * amount / cap)
+        return share
+
+
+def add_amounts(usage: dict[str, float], amounts: Mapping[str, float], sign: float) -> None:
+    for k, v in amounts.items():
+        usage[k] = usage.get(k, 0.0) + sign * v
+
+
+def fmt_amount(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _user_name(ray_name: str) -> str:
+    return {"CPU": "cpu", "GPU": "gpu", "memory": "memory", "rdma": "rdma"}.get(ray_name, ray_name)

@@ -1,0 +1,87 @@
+"""The reservation that keeps big gangs from starving: who holds it and what it claims.
+
+Backfill without runtime estimates: the oldest waiting gang holds a
+reservation that claims free capacity as it frees; other jobs may not use it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from cuberay.platform.ledger import FitCounter, Ledger
+from cuberay.platform.placement import Placement, score_key
+from cuberay.platform.queue import JobRequest
+from cuberay.platform.resources import WorkerRequest
+
+_EPS = 1e-9
+
+
+def hosts(ledger: Ledger, worker: WorkerRequest) -> list[tuple[str, int]]:
+    """Nodes that could host ``worker`` when empty, with how many (static per node set, so cached)."""
+    key = ("hosts", worker)
+    hit = ledger.cache.get(key)
+    if hit is None:
+        selector = worker.node_selector()
+        capacity = FitCounter(worker, empty=True)
+        hit = ledger.cache[key] = [(n.id, k) for n in ledger.nodes.values()
+                                   if n.alive and (not selector or n.matches(selector)) and (k := capacity(n)) > 0]
+    return hit
+
+
+def worth_reserving(job: JobRequest) -> bool:
+    """Only gangs and multi-card workers can be starved by backfill.
+
+    A single worker of at most one card starts on the next slot that frees;
+    holding capacity for it gains nothing, and a stream of such jobs would
+    otherwise pass the reservation from one to the next while a big gang waits.
+    """
+    return job.workers > 1 or job.gpus > 1 or bool(job.max_workers and job.max_workers > 1)
+
+
+def claim(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
+    """Claim capacity for the reservation holder: its gang's share of the most-free nodes, as it frees.
+
+    Nodes that could host workers are taken most-free first until they could
+    host the whole gang; on each, the holder claims what is free now, up to its
+    workers' needs there. Recomputed every cycle: without runtime estimates we
+    cannot know which node drains first, but claimed capacity is never lost to
+    backfill, so claims only grow and the holder starts once enough has freed.
+    """
+    keys = score_key(job.worker)
+    nodes = ledger.nodes
+    if len(keys) == 1:  # one accelerator resource: skip the generator in this per-cycle loop
+        key = keys[0]
+        candidates = [(-nodes[node_id].free.get(key, 0.0), node_id, k) for node_id, k in hosts(ledger, job.worker)]
+    else:
+        candidates = [(-sum(nodes[node_id].free.get(key, 0.0) for key in keys), node_id, k)
+                      for node_id, k in hosts(ledger, job.worker)]
+    candidates.sort()
+    policy = job.placement.resolve(job.worker)
+    if policy is Placement.STRICT_PACK:
+        candidates = [c for c in candidates if c[2] >= job.workers][:1]
+    per_node_cap = 1 if policy is Placement.STRICT_SPREAD else None
+    held: dict[str, dict[str, float]] = {}
+    left = job.workers
+    for _, node_id, k in candidates:
+        take = min(k, left, per_node_cap or k)
+        free = ledger.nodes[node_id].free
+        claim = {name: min(amount * take, max(free.get(name, 0.0), 0.0))
+                 for name, amount in job.worker.resources.items()}
+        if any(v > _EPS for v in claim.values()):
+            held[node_id] = claim
+        left -= take
+        if left <= 0:
+            break
+    return held
+
+
+def held_now(ledger: Ledger, reserved: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Free capacity that a reservation keeps from other jobs right now (at most what is free)."""
+    out: dict[str, float] = {}
+    for node_id, amounts in reserved.items():
+        node = ledger.nodes.get(node_id)
+        if node is None:
+            continue
+        for k, v in amounts.items():
+            out[k] = out.get(k, 0.0) + min(v, max(node.free.get(k, 0.0), 0.0))
+    return out
