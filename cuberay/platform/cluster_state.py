@@ -51,8 +51,6 @@ class ClusterState:
         self.running_by_tenant: dict[str, dict[str, RunningJob]] = {}
         self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
         self.reservation: Reserve | None = None
-        self._fit_cache: dict[object, bool] = {}
-        self._fit_cache_version = -1
 
     def band_of(self, job: JobRequest) -> int:
         threshold = self.policy.las_threshold_gpu_s
@@ -78,14 +76,13 @@ class ClusterState:
         return None
 
     def _could_ever_place(self, job: JobRequest) -> bool:
-        if self._fit_cache_version != self.ledger.version:
-            self._fit_cache.clear()
-            self._fit_cache_version = self.ledger.version
-        hit = self._fit_cache.get(job.shape)
+        """Placement on the empty nodes, cached on the ledger per gang shape (cleared when nodes change)."""
+        key = ("ever", job.shape)
+        hit = self.ledger.cache.get(key)
         if hit is None:
             placed = place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True)
-            hit = self._fit_cache[job.shape] = placed is not None
-        return hit
+            hit = self.ledger.cache[key] = placed is not None
+        return bool(hit)
 
     def submit(self, job: JobRequest) -> Reject | None:
         """Queue ``job``, or reject it at once with the reason if it can never run."""
