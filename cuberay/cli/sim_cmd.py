@@ -13,7 +13,7 @@ from cuberay.errors import SpecError
 from cuberay.platform.resources import parse_cpu, parse_memory
 from cuberay.platform.scheduling import POLICIES, TenantQuota
 from cuberay.platform.sim import NodeSpec, Report, TraceJob, simulate, uniform_cluster
-from cuberay.platform.sim_inputs import (TraceFormat, load_trace, platform_policy, platform_quotas, seconds,
+from cuberay.platform.sim_inputs import (TraceFormat, load_trace, platform_policy, seconds,
                                          unknown_tenants)
 from cuberay.platform.specs import Platform, load_platform
 
@@ -95,7 +95,7 @@ def sim(
     if not jobs:
         raise SpecError(f"no jobs submitted in the window (--start {start}, --end {end}); widen it",
                         file=str(trace))
-    quotas = platform_quotas(plat) if plat else None
+    quotas = plat.quotas() if plat else None
     _warn_unknown(jobs, quotas)
     err.print(f"{len(jobs):,} jobs from {trace}; {_nodes_text(nodes_)}", highlight=False)
     reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop) for name in names]

@@ -65,14 +65,15 @@ class _Checkout:
 class _Cycle:
     """One admission pass. Kept as an object so each step is a short method."""
 
-    def __init__(self, state: ClusterState, now: float) -> None:
+    def __init__(self, state: ClusterState, now: float, explain: bool = True) -> None:
         self.s = state
         self.p = state.policy
         self.now = now
         self.co = _Checkout(state.ledger)
         self.usage = {t: dict(u) for t, u in state.usage.items()}
         self._shares: dict[str, float] = {}
-        self.explain = True
+        self.explain = explain  # off in the simulator: waiting jobs get no reason strings
+        self._quota_blocked: set[str] = set()
         self.decisions: list[Decision] = []
         self.waits: dict[str, str] = {}
         self.preempted: set[str] = set()
@@ -167,8 +168,6 @@ class _Cycle:
                 return
             elif self.explain:
                 self._note_behind(b, pos)
-
-    _quota_blocked: set[str]
 
     def _hopeless(self, job: JobRequest) -> bool:
         """Simulator shortcut: no free accelerator, no preemption left, nothing to explain or reserve."""
@@ -452,10 +451,7 @@ def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
 
     With ``explain`` off, waiting jobs get a short fixed reason (the simulator does not read them).
     """
-    cycle = _Cycle(state, now)
-    cycle._quota_blocked = set()
-    cycle.explain = explain
-    return cycle.run()
+    return _Cycle(state, now, explain).run()
 
 
 def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:

@@ -149,11 +149,6 @@ def first_philly_submission(path: str) -> float:
         raise SpecError(f"timestamp {earliest!r} is not 'YYYY-MM-DD HH:MM:SS'", file=path) from None
 
 
-def platform_quotas(platform: Platform) -> dict[str, TenantQuota]:
-    """Each tenant's guaranteed and max resources as the admission core sees them."""
-    return platform.quotas()
-
-
 def platform_policy(name: str, platform: Platform | None) -> Policy:
     """A named policy; ``cuberay`` takes the platform's scheduler settings (backfill, reclaim, LAS) when given."""
     return platform.policy() if platform is not None and name == "cuberay" else policy_named(name)

@@ -287,13 +287,12 @@ def test_durations() -> None:
 
 
 def test_example_trace_fits_the_example_platform() -> None:
-    from cuberay.platform.sim_inputs import platform_quotas
     from cuberay.platform.sim_cluster import cluster_from_pools
     from cuberay.platform.specs import load_platform
 
     platform = load_platform(REPO_ROOT / "configs" / "platform.yaml")
     report = simulate(load_trace(TRACE_EXAMPLE), cluster_from_pools(platform.spec.node_pools),
-                      platform_quotas(platform))
+                      platform.quotas())
     assert report.jobs == 20 and report.rejected == 0 and report.finished == 20
 
 
