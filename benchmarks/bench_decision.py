@@ -25,12 +25,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
 
-from cuberay.platform.admission import Admit, ClusterState, schedule  # noqa: E402
-from cuberay.platform.ledger import Ledger  # noqa: E402
-from cuberay.platform.placement import place  # noqa: E402
-from cuberay.platform.queue import JobRequest  # noqa: E402
-from cuberay.platform.resources import CPU, GPU, MEMORY, Resources, WorkerRequest  # noqa: E402
-from cuberay.platform.scheduling import TenantQuota  # noqa: E402
+from cuberay.platform.policy.admission import Admit, ClusterState, schedule  # noqa: E402
+from cuberay.platform.policy.ledger import Ledger  # noqa: E402
+from cuberay.platform.policy.placement import place  # noqa: E402
+from cuberay.platform.policy.queue import JobRequest  # noqa: E402
+from cuberay.platform.policy.scheduling import TenantQuota  # noqa: E402
+from cuberay.platform.spec.resources import CPU, GPU, MEMORY, Resources, WorkerRequest  # noqa: E402
 
 # Reference rates quoted for comparison (from the task brief; not measured here).
 KUEUE_ADMISSIONS_PER_S = 42

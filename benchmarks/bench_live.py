@@ -42,7 +42,7 @@ from _common import ROOT, markdown, print_machine, write_json  # noqa: E402
 
 from cuberay.platform import client  # noqa: E402
 from cuberay.platform.demo import scratch_env  # noqa: E402
-from cuberay.platform.states import JobState  # noqa: E402
+from cuberay.platform.policy.states import JobState  # noqa: E402
 
 TENANT = "bench"
 DRIVER_CAP = 4

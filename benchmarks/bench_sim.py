@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
 
-from cuberay.platform.sim import Report, load_philly, simulate, uniform_cluster  # noqa: E402
+from cuberay.platform.sim.engine import Report, load_philly, simulate, uniform_cluster  # noqa: E402
 
 # The shared folder sits beside the checkout (../shared); CUBERAY_PHILLY points elsewhere.
 DEFAULT_TRACE = os.environ.get(

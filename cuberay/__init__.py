@@ -9,7 +9,7 @@ The small public API::
     print(record.state, "".join(cuberay.logs(ref)))
 
 Names are loaded on first use, so ``import cuberay`` imports neither Ray nor
-pydantic; the spec classes come from ``cuberay.platform.specs``.
+pydantic; the spec classes come from ``cuberay.platform.spec``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ from typing import Any
 __version__ = "0.1.0"
 
 _CLIENT = ("submit", "wait", "status", "cancel", "logs", "list_jobs", "queue", "tenants", "connect", "up", "down",
-           "run", "current_user", "JobRef", "QueueEntry", "TenantUsage")
+           "current_user", "JobRef", "QueueEntry", "TenantUsage")
 _SPECS = ("load_spec", "load_specs", "load_platform", "Platform", "Tenant", "TrainJob", "TuneJob", "ServeApp",
           "Task")
 _LAZY: dict[str, str] = {
     **{name: "cuberay.platform.client" for name in _CLIENT},
-    **{name: "cuberay.platform.specs" for name in _SPECS},
-    "JobState": "cuberay.platform.states",
-    "JobRecord": "cuberay.platform.store",
+    **{name: "cuberay.platform.spec" for name in _SPECS},
+    "run": "cuberay.platform.runner",
+    "JobState": "cuberay.platform.policy.states",
+    "JobRecord": "cuberay.platform.control.store",
 }
 _ERRORS = ("CuberayError", "SpecError", "AdmissionError", "NotFoundError", "JobFailedError",
            "PlatformNotRunningError")

@@ -14,14 +14,13 @@ from typing import Any, Optional
 
 import typer
 
-from cuberay.cli import app
-from cuberay.cli import progress, views
+from cuberay.cli import app, progress, views
 from cuberay.cli.output import Format, emit, error_console
 from cuberay.errors import AdmissionError, JobFailedError, NotFoundError, SpecError
-from cuberay.platform import client
-from cuberay.platform.specs import Platform, load_platform
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord
+from cuberay.platform import client, runner
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec import Platform, load_platform
 
 OUTPUT_HELP = "table | json | yaml (json/yaml: the API's records, nothing else on stdout)."
 
@@ -96,7 +95,7 @@ def run(
         # Plain lines: a Ray Job's log is a file, not a terminal.
         print(f"{record.id}: {progress.waiting_line(record, entry)}", flush=True)
 
-    record = client.run(file, tenant, user=client.current_user(), on_wait=on_wait)
+    record = runner.run_file(file, tenant, user=client.current_user(), on_wait=on_wait)
     print(f"Job '{record.id}' {JobState(record.state).value.lower()}", flush=True)
     raise_for_end(record)
 
@@ -168,8 +167,8 @@ def history_export(
         help="Platform file whose database to read (default: configs/platform.yaml, as `cuberay up`)."),
 ) -> None:
     """Write finished jobs as a trace in the simulator's generic CSV format (replay with `cuberay sim`)."""
-    from cuberay.platform.history import export_trace
-    from cuberay.platform.store import Store
+    from cuberay.platform.control.history import export_trace
+    from cuberay.platform.control.store import Store
 
     url = _database_url(load_platform(client.find_platform_file(platform)))
     with Store(url) as store:

@@ -15,7 +15,7 @@ from cuberay.cli import app, views
 from cuberay.cli.output import Format, emit, error_console
 from cuberay.errors import JobFailedError
 from cuberay.platform import client
-from cuberay.platform.states import JobState
+from cuberay.platform.policy.states import JobState
 
 if TYPE_CHECKING:
     from cuberay.platform.demo import DemoResult, Snapshot

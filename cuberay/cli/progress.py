@@ -14,9 +14,9 @@ from rich.console import Console
 
 from cuberay.cli.views import span
 from cuberay.platform import client
-from cuberay.platform.records import QueueEntry
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord
+from cuberay.platform.control.records import QueueEntry
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.states import JobState
 
 POLL_S = 1.0
 

@@ -10,12 +10,24 @@ import typer
 from cuberay.cli import app
 from cuberay.cli.output import Format, emit, error_console
 from cuberay.errors import SpecError
-from cuberay.platform.resources import parse_cpu, parse_memory
-from cuberay.platform.scheduling import POLICIES, TenantQuota
-from cuberay.platform.sim import NodeSpec, Report, TraceJob, simulate, uniform_cluster
-from cuberay.platform.sim_inputs import (TraceFormat, load_trace, platform_policy, seconds,
-                                         unknown_tenants)
-from cuberay.platform.specs import Platform, load_platform
+from cuberay.platform.policy.fit import tenant_quotas
+from cuberay.platform.policy.scheduling import POLICIES, TenantQuota
+from cuberay.platform.sim.engine import (
+    NodeSpec,
+    Report,
+    TraceJob,
+    simulate,
+    uniform_cluster,
+)
+from cuberay.platform.sim.inputs import (
+    TraceFormat,
+    load_trace,
+    platform_policy,
+    seconds,
+    unknown_tenants,
+)
+from cuberay.platform.spec import Platform, load_platform
+from cuberay.platform.spec.resources import parse_cpu, parse_memory
 
 _HOURS = 3600.0
 
@@ -95,12 +107,12 @@ def sim(
     if not jobs:
         raise SpecError(f"no jobs submitted in the window (--start {start}, --end {end}); widen it",
                         file=str(trace))
-    quotas = plat.quotas() if plat else None
+    quotas = tenant_quotas(plat) if plat else None
     _warn_unknown(jobs, quotas)
     err.print(f"{len(jobs):,} jobs from {trace}; {_nodes_text(nodes_)}", highlight=False)
     reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop) for name in names]
     if plot is not None:
-        from cuberay.platform.sim_plot import plot_reports
+        from cuberay.platform.sim.plot import plot_reports
 
         plot_reports(reports, plot, title=f"{trace.name}: {len(jobs):,} jobs on {_nodes_text(nodes_)}")
         err.print(f"wrote {plot}", highlight=False)
@@ -126,14 +138,14 @@ def _cluster(nodes: int | None, gpus: int, cpus: str | None, memory: str | None,
     if cluster is not None and nodes is not None:
         raise SpecError("--cluster and --nodes both describe the cluster; give one")
     if cluster is not None:
-        from cuberay.platform.sim_cluster import load_cluster
+        from cuberay.platform.sim.cluster import load_cluster
 
         return load_cluster(cluster)
     if nodes is not None:
         return uniform_cluster(nodes, gpus, _option(parse_cpu, cpus, "--cpus-per-node"),
                                _option(parse_memory, memory, "--memory-per-node"))
     if plat is not None and plat.spec.node_pools:
-        from cuberay.platform.sim_cluster import cluster_from_pools
+        from cuberay.platform.sim.cluster import cluster_from_pools
 
         return cluster_from_pools(plat.spec.node_pools)
     raise SpecError("no cluster to replay on; give --nodes N --gpus-per-node G, --cluster nodes.yaml, or a "

@@ -14,8 +14,15 @@ import yaml
 from cuberay.cli import app
 from cuberay.cli.output import Format, emit, error_console
 from cuberay.errors import CuberayError, SpecError
-from cuberay.platform.resources import format_resources
-from cuberay.platform.specs import Platform, job_schema, load_documents, load_platform, platform_schema
+from cuberay.platform.policy.fit import check_job
+from cuberay.platform.spec import (
+    Platform,
+    job_schema,
+    load_documents,
+    load_platform,
+    platform_schema,
+)
+from cuberay.platform.spec.resources import format_resources
 
 spec_app = typer.Typer(help="Validate job and platform files; export their JSON Schema for editors.",
                        no_args_is_help=True)
@@ -71,7 +78,7 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None) -> d
             doc = doc.with_tenant(tenant)
         elif doc.tenant is None:  # as at submit: the user's only tenant
             doc = doc.with_tenant(plat.resolve_tenant(getpass.getuser()).name)
-        plat.check_job(doc, file=file)
+        check_job(plat, doc, file=file)
     workers = str(doc.min_workers) if doc.min_workers == doc.max_workers else f"{doc.min_workers}-{doc.max_workers}"
     per_worker = format_resources(doc.worker_request().resources)
     where = f" in {doc.tenant}" if doc.tenant else ""

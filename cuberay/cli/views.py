@@ -15,8 +15,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from rich.table import Table
 
-from cuberay.platform.resources import format_resources
-from cuberay.platform.states import JobState
+from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec.resources import format_resources
 
 JOB_COLUMNS = ("job", "tenant", "name", "kind", "state", "gpus", "age", "runtime", "user")
 QUEUE_COLUMNS = ("tenant", "job", "kind", "state", "position", "gpus", "workers", "age", "reason")

@@ -16,15 +16,13 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
-from cuberay.platform.records import JobRef, QueueEntry, TenantUsage  # noqa: F401 (public API)
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord
-
-CONTROLLER_NAME = "cuberay-controller"
-NAMESPACE = "cuberay"
+from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
+from cuberay.platform.control.records import JobRef, QueueEntry, TenantUsage  # noqa: F401 (public API)
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.states import JobState
 
 
 def connect(address: str | None = None, *, log_to_driver: bool = False) -> Any:
@@ -46,7 +44,7 @@ def _init_ray(address: str | None, log_to_driver: bool) -> str:
 
     if ray.is_initialized():
         return ray.get_runtime_context().gcs_address
-    from cuberay.platform import controller_head
+    from cuberay.platform.control import head as controller_head
 
     target = address or os.environ.get("RAY_ADDRESS") or ""
     if target.startswith(("http://", "https://")):
@@ -111,7 +109,7 @@ def find_platform_file(path: str | os.PathLike[str] | None = None) -> Path:
 
 
 def _platform_dict(platform: Any) -> dict[str, Any]:
-    from cuberay.platform.specs import Platform, load_platform
+    from cuberay.platform.spec import Platform, load_platform
 
     plat = platform if isinstance(platform, Platform) else load_platform(
         platform if isinstance(platform, Mapping) else Path(platform))
@@ -123,7 +121,7 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
     With ``replace`` a running controller is killed first (its jobs stay in its database).
     """
-    from cuberay.platform import controller_install as controller
+    from cuberay.platform.control import install as controller
 
     _init_ray(address, log_to_driver=False)
     return controller.install(_platform_dict(platform), replace=replace)
@@ -131,9 +129,9 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
 def uninstall() -> bool:
     """Kill the controller if one runs (no restart); jobs keep their state in the store."""
-    from cuberay.platform import controller_install as controller
-
     import ray
+
+    from cuberay.platform.control import install as controller
 
     if not ray.is_initialized():
         try:
@@ -150,8 +148,8 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
     """
     import ray
 
-    from cuberay.platform import controller_head
-    from cuberay.platform import controller_install as controller
+    from cuberay.platform.control import head as controller_head
+    from cuberay.platform.control import install as controller
 
     spec = _platform_dict(find_platform_file(platform_file))
     if address is None and not ray.is_initialized():
@@ -169,7 +167,7 @@ def down() -> None:
     """Stop the controller (and the local Ray head that ``up`` started)."""
     import ray
 
-    from cuberay.platform import controller_head
+    from cuberay.platform.control import head as controller_head
 
     uninstall()
     if controller_head.read_state() is not None:
@@ -181,7 +179,7 @@ def down() -> None:
 def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
            driver: str = "launcher", submission_id: str | None = None) -> JobRef:
     """Validate and queue a job (a spec model, a dict, YAML text or a file path)."""
-    from cuberay.platform.specs import load_spec
+    from cuberay.platform.spec import load_spec
 
     job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
     record: JobRecord = _call("submit", job.model_dump(mode="json"), tenant, user or current_user(),
@@ -241,17 +239,6 @@ def queue(tenant: str | None = None) -> list[QueueEntry]:
 
 def tenants() -> list[TenantUsage]:
     return _call("tenants")
-
-
-def run(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
-        on_wait: Callable[[QueueEntry | None, JobRecord], None] | None = None) -> JobRecord:
-    """Be the job's driver (``cuberay run``): register, wait in the queue, run here, report; the final record.
-
-    ``on_wait(entry, record)`` is called whenever the waiting job's position or reason changes.
-    """
-    from cuberay.platform.runner import run_file
-
-    return run_file(spec_or_path, tenant, user=user or current_user(), on_wait=on_wait)
 
 
 def current_user() -> str:

@@ -40,10 +40,10 @@ from typing import Callable, Iterator
 import yaml
 
 from cuberay.platform import client
-from cuberay.platform.records import JobRef, QueueEntry
-from cuberay.platform.specs import Platform, load_platform, load_spec
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord
+from cuberay.platform.control.records import JobRef, QueueEntry
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec import Platform, load_platform, load_spec
 
 # configs/ next to the package in a checkout (make demo), else in the working directory.
 _CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"

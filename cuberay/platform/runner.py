@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 from cuberay.errors import CuberayError, JobFailedError
 from cuberay.platform import client
-from cuberay.platform.records import QueueEntry
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord
+from cuberay.platform.control.records import QueueEntry
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.states import JobState
 
 EXIT_OK, EXIT_FAILED = 0, 1
 RUN_POLL_S = 2.0       # how often a running external driver checks its attempt is still current
@@ -77,7 +77,7 @@ def run_job(job_id: str) -> int:
 
 
 def dispatch(ctx: dict[str, Any]) -> int:
-    from cuberay.platform.specs import Task, TrainJob, load_spec
+    from cuberay.platform.spec import Task, TrainJob, load_spec
 
     job = load_spec(ctx["spec"])
     if isinstance(job, TrainJob) and job.spec.entrypoint:
@@ -121,13 +121,17 @@ def _command_gang(job: Any, ctx: dict[str, Any]) -> int:
 def run_file(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
              on_wait: Callable[[QueueEntry | None, JobRecord], None] | None = None,
              poll_s: float = 1.0) -> JobRecord:
-    """Register the job, wait in the queue, run each admitted attempt here, report; the final record."""
-    from cuberay.platform.specs import load_spec
+    """Be the job's driver (``cuberay run``): register, wait in the queue, run each admitted attempt here, report.
+
+    Returns the final record; ``on_wait(entry, record)`` is called whenever the waiting job's position or reason
+    changes. ``user`` defaults to the caller (CUBERAY_USER, else the login name).
+    """
+    from cuberay.platform.spec import load_spec
 
     job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
     client.connect()
     sid = own_submission_id()
-    ref = client.submit(job, tenant, user=user, driver="external", submission_id=sid)
+    ref = client.submit(job, tenant, user=user or client.current_user(), driver="external", submission_id=sid)
     say(f"registered {ref.id}" + (f" (Ray Job {sid})" if sid else ""))
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
@@ -145,6 +149,9 @@ def run_file(spec_or_path: Any, tenant: str | None = None, *, user: str | None =
             say(f"{ref.id} is {record.state.value}: {record.reason}")
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+run = run_file  # cuberay.run(...): the Python spelling of `cuberay run FILE`
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -32,8 +32,9 @@ Pure: no Ray import.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Mapping
+
+from cuberay.platform.control.records import JobIdentity
 
 # Names that describe the gang itself; user env cannot override them.
 TOPOLOGY_NAMES = frozenset({
@@ -44,28 +45,6 @@ TOPOLOGY_NAMES = frozenset({
 SOFT_DEFAULTS: dict[str, str] = {"NCCL_DEBUG": "INFO", "PYTHONUNBUFFERED": "1"}
 # The Ray node id the worker runs on (read from Ray inside the worker), for logs and tests.
 NODE_ID_NAME = "CUBERAY_NODE_ID"
-
-
-@dataclass(frozen=True)
-class JobIdentity:
-    """Who and what a job is, as the ``KFJ_*`` names expose it to user code.
-
-    Resource fields are the per-worker strings exactly as the user typed them
-    (``"2(V100)"``, ``"32Gi"``), since CubeStudio scripts parse those raw strings.
-    """
-
-    job_id: str
-    name: str
-    tenant: str
-    user: str
-    run_id: str
-    kind: str
-    cpu: str = ""
-    memory: str = ""
-    gpu: str = ""
-    rdma: str = ""
-    namespace: str = ""
-    environment: str = "local"
 
 
 def gpu_num(gpus_per_worker: float) -> int:

@@ -242,7 +242,7 @@ def platform(ray_cluster: RayCluster, tmp_path: Path, job_client) -> Iterator[Pl
 
 
 def _empty_platform(client, job_client) -> None:
-    from cuberay.platform.states import JobState
+    from cuberay.platform.policy.states import JobState
 
     active = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING]
     sids = set()

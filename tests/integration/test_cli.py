@@ -23,7 +23,7 @@ import yaml
 
 from cuberay.cli import main
 from cuberay.platform import client
-from cuberay.platform.states import JobState
+from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,13 @@ import pytest
 from ray.job_submission import JobSubmissionClient
 
 from cuberay.errors import NotFoundError, PlatformNotRunningError
-from cuberay.platform.launcher import SUCCEEDED, STOPPED, TERMINAL, Launcher, LauncherError
+from cuberay.platform.control.launcher import (
+    STOPPED,
+    SUCCEEDED,
+    TERMINAL,
+    Launcher,
+    LauncherError,
+)
 from tests.support import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +163,7 @@ def test_missing_token_is_explained(ray_cluster) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     code = (
-        "import sys\nfrom cuberay.platform.launcher import Launcher\n"
+        "import sys\nfrom cuberay.platform.control.launcher import Launcher\n"
         "try:\n    Launcher(sys.argv[1])\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
     )
     out = subprocess.run(

@@ -10,7 +10,7 @@ import ray
 from prometheus_client.parser import text_string_to_metric_families
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cuberay.platform import metrics as m
+from cuberay.platform.control import metrics as m
 
 EXPORT_TIMEOUT_S = 60  # Ray exports every few seconds; 3.7 s measured on an idle machine
 
@@ -65,7 +65,9 @@ def labels(**kw: str) -> frozenset[tuple[str, str]]:
 
 
 def test_ray_accepts_every_cuberay_metric_name() -> None:
-    from ray.util.metrics import _VALID_METRIC_NAME_RE  # Ray drops a metric that fails this, with a warning only
+    from ray.util.metrics import (
+        _VALID_METRIC_NAME_RE,  # Ray drops a metric that fails this, with a warning only
+    )
 
     for d in m.METRICS:
         assert _VALID_METRIC_NAME_RE.match(d.name), d.name

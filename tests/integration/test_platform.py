@@ -17,11 +17,15 @@ from typing import Any
 
 import pytest
 import ray
-from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from ray.util.placement_group import (
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
 
 from cuberay.errors import AdmissionError, NotFoundError, SpecError
 from cuberay.platform import client
-from cuberay.platform.states import JobState
+from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 
 WORKER_LINE = re.compile(r"\[worker (\d+)\] rank=(\d+) node=([0-9a-f]+)")

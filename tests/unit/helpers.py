@@ -12,11 +12,18 @@ from typing import Mapping
 
 import pytest
 
-from cuberay.platform.admission import Admit, ClusterState, Cycle, Preempt, Reserve, schedule
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.queue import JobRequest
-from cuberay.platform.resources import CPU, GPU, Resources, parse_worker
-from cuberay.platform.scheduling import Policy, TenantQuota
+from cuberay.platform.policy.admission import (
+    Admit,
+    ClusterState,
+    Cycle,
+    Preempt,
+    Reserve,
+    schedule,
+)
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.scheduling import Policy, TenantQuota
+from cuberay.platform.spec.resources import CPU, GPU, Resources, parse_worker
 
 
 def cluster(nodes: int = 3, gpus: float = 4, cpus: float = 16, *, memory: float | None = None,

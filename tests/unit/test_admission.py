@@ -10,11 +10,23 @@ from dataclasses import replace
 
 import pytest
 
-from cuberay.platform.admission import ClusterState, queue_order, schedule
-from cuberay.platform.resources import CPU, GPU, LABEL_ACCELERATOR, Resources
-from cuberay.platform.scheduling import POLICIES, Policy, TenantQuota
-from tests.unit.helpers import (CLASSIC, add, admitted, cluster, cycle, job, preempted, quota, reserves, snapshot, state,
-                                submit)
+from cuberay.platform.policy.admission import ClusterState, queue_order, schedule
+from cuberay.platform.policy.scheduling import POLICIES, Policy, TenantQuota
+from cuberay.platform.spec.resources import CPU, GPU, LABEL_ACCELERATOR, Resources
+from tests.unit.helpers import (
+    CLASSIC,
+    add,
+    admitted,
+    cluster,
+    cycle,
+    job,
+    preempted,
+    quota,
+    reserves,
+    snapshot,
+    state,
+    submit,
+)
 
 NO_PREEMPTION = Policy(preempt=False, reclaim=False)
 

@@ -20,11 +20,16 @@ import yaml
 
 from cuberay.cli import main, views
 from cuberay.cli.output import Format, emit
-from cuberay.errors import AdmissionError, NotFoundError, PlatformNotRunningError, SpecError
+from cuberay.errors import (
+    AdmissionError,
+    NotFoundError,
+    PlatformNotRunningError,
+    SpecError,
+)
 from cuberay.platform import client
 from cuberay.platform.client import JobRef, QueueEntry, TenantUsage
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord, Store
+from cuberay.platform.control.store import JobRecord, Store
+from cuberay.platform.policy.states import JobState
 
 NOW = 1_700_000_000.0
 GiB = 2**30
@@ -273,7 +278,7 @@ def test_every_platform_command_has_help(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_demo_platform_copy_keeps_tenants_and_moves_storage(tmp_path: Path) -> None:
     from cuberay.platform import demo
-    from cuberay.platform.specs import load_platform
+    from cuberay.platform.spec import load_platform
 
     source = Path(__file__).resolve().parents[2] / "configs" / "platform.yaml"
     copy = load_platform(demo.scratch_platform(source, tmp_path))
@@ -286,7 +291,7 @@ def test_demo_platform_copy_keeps_tenants_and_moves_storage(tmp_path: Path) -> N
 
 def test_demo_submits_as_a_member_of_each_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
     from cuberay.platform import demo
-    from cuberay.platform.specs import load_platform
+    from cuberay.platform.spec import load_platform
 
     plat = load_platform(Path(__file__).resolve().parents[2] / "configs" / "platform.yaml")
     monkeypatch.setattr(client, "current_user", lambda: "somebody-else")

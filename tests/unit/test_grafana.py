@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from cuberay.platform import grafana
-from cuberay.platform import metrics as m
+from cuberay.platform.control import grafana
+from cuberay.platform.control import metrics as m
 
 SERIES = re.compile(r"\bray_cuberay_\w+")
 EXPECTED_FILTERS = ('SessionName=~"$SessionName"', 'tenant=~"$tenant"')
@@ -97,8 +97,8 @@ def test_panels_have_unique_ids_and_do_not_overlap() -> None:
 
 def test_checked_in_json_is_the_generated_one() -> None:
     path = grafana.DASHBOARD_PATH
-    assert path.exists(), f"{path} is missing: run python -m cuberay.platform.grafana"
-    assert path.read_text() == grafana.render(), f"{path} is stale: run python -m cuberay.platform.grafana"
+    assert path.exists(), f"{path} is missing: run python -m cuberay.platform.control.grafana"
+    assert path.read_text() == grafana.render(), f"{path} is stale: run python -m cuberay.platform.control.grafana"
     assert json.loads(path.read_text())["uid"] == grafana.UID
 
 
@@ -117,7 +117,7 @@ def test_generator_and_metric_names_need_no_ray() -> None:
     import subprocess
     import sys
 
-    probe = "import sys, cuberay.platform.grafana; print('ray' in sys.modules)"
+    probe = "import sys, cuberay.platform.control.grafana; print('ray' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", probe], cwd=grafana.DASHBOARD_PATH.parents[2], capture_output=True, text=True, timeout=60
     )

@@ -7,9 +7,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from cuberay.platform.history import TRACE_COLUMNS, export_trace
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord, Store, default_url
+from cuberay.platform.control.history import TRACE_COLUMNS, export_trace
+from cuberay.platform.control.store import JobRecord, Store, default_url
+from cuberay.platform.policy.states import JobState
 
 
 def record(seq: int, *, tenant: str, submit: float, start: float | None, end: float | None,

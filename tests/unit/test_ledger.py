@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from cuberay.platform.ledger import Ledger, pick_cards, workers_that_fit
-from cuberay.platform.resources import CPU, GPU
-from tests.unit.helpers import add, assert_consistent, cluster, gpus_used, snapshot, worker
-
+from cuberay.platform.policy.ledger import Ledger, pick_cards, workers_that_fit
+from cuberay.platform.spec.resources import CPU, GPU
+from tests.unit.helpers import (
+    add,
+    assert_consistent,
+    cluster,
+    gpus_used,
+    snapshot,
+    worker,
+)
 
 # -- round trips ------------------------------------------------------------------
 

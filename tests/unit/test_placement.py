@@ -6,9 +6,19 @@ from collections import Counter
 
 import pytest
 
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.placement import LABEL_RDMA_DOMAIN, Placement, place, why_not
-from cuberay.platform.resources import GPU, LABEL_ACCELERATOR, LABEL_POOL, LABEL_RDMA
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.placement import (
+    LABEL_RDMA_DOMAIN,
+    Placement,
+    place,
+    why_not,
+)
+from cuberay.platform.spec.resources import (
+    GPU,
+    LABEL_ACCELERATOR,
+    LABEL_POOL,
+    LABEL_RDMA,
+)
 from tests.unit.helpers import add, cluster, worker
 
 

@@ -15,12 +15,24 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cuberay.platform.admission import Admit, ClusterState, Preempt, Reserve, schedule
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.placement import Placement, place
-from cuberay.platform.queue import JobRequest
-from cuberay.platform.resources import CPU, GPU, LABEL_ACCELERATOR, LABEL_POOL, Resources
-from cuberay.platform.scheduling import Policy, TenantQuota
+from cuberay.platform.policy.admission import (
+    Admit,
+    ClusterState,
+    Preempt,
+    Reserve,
+    schedule,
+)
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.placement import Placement, place
+from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.scheduling import Policy, TenantQuota
+from cuberay.platform.spec.resources import (
+    CPU,
+    GPU,
+    LABEL_ACCELERATOR,
+    LABEL_POOL,
+    Resources,
+)
 from tests.unit.helpers import assert_consistent, job, snapshot
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,8 +11,19 @@ from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as k8s_quantity
 
 from cuberay.errors import SpecError
-from cuberay.platform.resources import (LABEL_ACCELERATOR, LABEL_RDMA, Resources, format_resources, parse_cpu,
-                                        parse_gpu, parse_memory, parse_quantity, parse_rdma, parse_worker, total)
+from cuberay.platform.spec.resources import (
+    LABEL_ACCELERATOR,
+    LABEL_RDMA,
+    Resources,
+    format_resources,
+    parse_cpu,
+    parse_gpu,
+    parse_memory,
+    parse_quantity,
+    parse_rdma,
+    parse_worker,
+    total,
+)
 
 GI = 2**30
 

@@ -13,16 +13,34 @@ from pathlib import Path
 import pytest
 
 from cuberay.errors import SpecError
-from cuberay.platform.admission import Admit, ClusterState, schedule
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.queue import JobRequest
-from cuberay.platform.resources import CPU, GPU, LABEL_ACCELERATOR, LABEL_POOL, LABEL_RDMA, Resources, parse_worker
-from cuberay.platform.scheduling import TenantQuota
-from cuberay.platform.sim import (LARGE_JOB_GPUS, NodeSpec, Report, TraceJob, load_generic, load_philly,
-                                  proportional_quotas, simulate, uniform_cluster)
-from cuberay.platform.sim_cluster import load_cluster
-from cuberay.platform.sim_inputs import TraceFormat, detect_format, load_trace, seconds
-from cuberay.platform.sim_plot import cdf, downsample, plot_reports
+from cuberay.platform.policy.admission import Admit, ClusterState, schedule
+from cuberay.platform.policy.fit import tenant_quotas
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.scheduling import TenantQuota
+from cuberay.platform.sim.cluster import load_cluster
+from cuberay.platform.sim.engine import (
+    LARGE_JOB_GPUS,
+    NodeSpec,
+    Report,
+    TraceJob,
+    load_generic,
+    load_philly,
+    proportional_quotas,
+    simulate,
+    uniform_cluster,
+)
+from cuberay.platform.sim.inputs import TraceFormat, detect_format, load_trace, seconds
+from cuberay.platform.sim.plot import cdf, downsample, plot_reports
+from cuberay.platform.spec.resources import (
+    CPU,
+    GPU,
+    LABEL_ACCELERATOR,
+    LABEL_POOL,
+    LABEL_RDMA,
+    Resources,
+    parse_worker,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_EXAMPLE = REPO_ROOT / "configs" / "sim" / "cluster-example.yaml"
@@ -287,12 +305,12 @@ def test_durations() -> None:
 
 
 def test_example_trace_fits_the_example_platform() -> None:
-    from cuberay.platform.sim_cluster import cluster_from_pools
-    from cuberay.platform.specs import load_platform
+    from cuberay.platform.sim.cluster import cluster_from_pools
+    from cuberay.platform.spec import load_platform
 
     platform = load_platform(REPO_ROOT / "configs" / "platform.yaml")
     report = simulate(load_trace(TRACE_EXAMPLE), cluster_from_pools(platform.spec.node_pools),
-                      platform.quotas())
+                      tenant_quotas(platform))
     assert report.jobs == 20 and report.rejected == 0 and report.finished == 20
 
 

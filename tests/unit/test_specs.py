@@ -12,10 +12,25 @@ import yaml
 
 from cuberay.cli import main
 from cuberay.errors import AdmissionError, SpecError
-from cuberay.platform.resources import LABEL_ACCELERATOR, LABEL_POOL, Resources
-from cuberay.platform.specs import (ElasticWorkers, Placement, Platform, ServeApp, SpecModel, Task, TrainJob,
-                                    TuneJob, job_schema, load_documents, load_platform, load_spec, load_specs,
-                                    parse_duration, platform_schema)
+from cuberay.platform.policy.fit import check_job, platform_ledger
+from cuberay.platform.spec import (
+    ElasticWorkers,
+    Placement,
+    Platform,
+    ServeApp,
+    SpecModel,
+    Task,
+    TrainJob,
+    TuneJob,
+    job_schema,
+    load_documents,
+    load_platform,
+    load_spec,
+    load_specs,
+    platform_schema,
+)
+from cuberay.platform.spec.load import parse_duration
+from cuberay.platform.spec.resources import LABEL_ACCELERATOR, LABEL_POOL, Resources
 
 GI = 2**30
 
@@ -67,7 +82,7 @@ def test_every_config_file_validates(repo_root: Path) -> None:
         for doc in load_documents(path):
             kinds.add(doc.kind)
             if not isinstance(doc, Platform):
-                platform.check_job(doc, file=str(path))
+                check_job(platform, doc, file=str(path))
     assert kinds == {"Platform", "TrainJob", "TuneJob", "ServeApp", "Task"}
 
 
@@ -381,7 +396,7 @@ def test_node_pools_give_labels_resources_and_a_ledger() -> None:
     assert pool.node_labels() == {"zone": "b", LABEL_POOL: "a100", LABEL_ACCELERATOR: "A100",
                                   "cuberay.io/rdma": "ib"}
     assert platform.capacity() == Resources(CPU=64, memory=512 * GI, GPU=16, rdma=2)
-    assert sorted(platform.ledger().nodes) == ["a100-0", "a100-1"]
+    assert sorted(platform_ledger(platform).nodes) == ["a100-0", "a100-1"]
 
 
 # ---------------------------------------------------------------- could it ever fit
@@ -390,23 +405,23 @@ def test_check_job_quota_message_names_the_numbers_and_the_fix() -> None:
     platform = _platform()
     job = load_spec(_job({"workers": 4, "resources": {"gpu": "8"}}, tenant="vision"))
     with pytest.raises(AdmissionError) as err:
-        platform.check_job(job, file="job.yaml")
+        check_job(platform, job, file="job.yaml")
     assert str(err.value) == ('job.yaml: spec.workers: tenant "vision" max gpu is 16; job asks 4 x 8 = 32. '
                               'Lower workers or ask an admin to raise tenants.vision.quota.max.gpu')
-    assert platform.check_job(load_spec(_job({"workers": 2, "resources": {"gpu": "8"}}, tenant="vision"))).name \
+    assert check_job(platform, load_spec(_job({"workers": 2, "resources": {"gpu": "8"}}, tenant="vision"))).name \
         == "vision"
     elastic = load_spec(_job({"workers": {"min": 2, "max": 8}, "resources": {"gpu": "8"}}, tenant="vision"))
-    assert platform.check_job(elastic).name == "vision"  # it can start with its minimum
+    assert check_job(platform, elastic).name == "vision"  # it can start with its minimum
 
 
 def test_check_job_unknown_or_missing_tenant() -> None:
     platform = _platform()
     with pytest.raises(SpecError) as err:
-        platform.check_job(load_spec(_job({}, tenant="cv")), file="job.yaml")
+        check_job(platform, load_spec(_job({}, tenant="cv")), file="job.yaml")
     assert (err.value.file, err.value.path) == ("job.yaml", "metadata.tenant")
     assert "known tenants: vision, nlp, shared" in str(err.value)
     with pytest.raises(SpecError, match="--tenant"):
-        platform.check_job(load_spec(_job({})))
+        check_job(platform, load_spec(_job({})))
 
 
 @pytest.mark.parametrize(
@@ -425,7 +440,7 @@ def test_gang_larger_than_the_cluster_is_refused(spec: dict, word: str) -> None:
                                       "resources": {"cpu": "32", "memory": "256Gi", "gpu": "8(A100)"}}])
     job = load_spec(_job(spec, tenant="nlp"))
     with pytest.raises(AdmissionError) as err:
-        platform.check_job(job, file="job.yaml")
+        check_job(platform, job, file="job.yaml")
     assert str(err.value).startswith("job.yaml: spec.workers: ") and word in str(err.value)
 
 
@@ -435,7 +450,7 @@ def test_gang_that_fits_the_pools_passes() -> None:
     for spec in ({"workers": 4, "resources": {"gpu": "4(A100)"}}, {"workers": 32, "resources": {"gpu": "0.5"}},
                  {"workers": 2, "placement": "strict_spread"}, {"workers": 8, "placement": "strict_pack",
                                                                 "resources": {"gpu": "1"}}):
-        assert platform.check_job(load_spec(_job(spec, tenant="nlp"))).name == "nlp"
+        assert check_job(platform, load_spec(_job(spec, tenant="nlp"))).name == "nlp"
 
 
 # ---------------------------------------------------------------- JSON Schema

@@ -14,9 +14,8 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
-from cuberay.platform import store as store_mod
-from cuberay.platform.states import JobState
-from cuberay.platform.store import (
+from cuberay.platform.control import store as store_mod
+from cuberay.platform.control.store import (
     SCHEMA_VERSION,
     AmbiguousJobError,
     EventRecord,
@@ -25,6 +24,7 @@ from cuberay.platform.store import (
     Store,
     default_url,
 )
+from cuberay.platform.policy.states import JobState
 
 EXTERNAL_URL = os.environ.get("CUBERAY_TEST_DATABASE_URL")
 # The external backend runs only when configured, so the unit tier shows no skip noise.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from cuberay.platform.states import JobState
+from cuberay.platform.policy.states import JobState
 
 
 @dataclass(frozen=True)
@@ -51,3 +51,25 @@ class TenantUsage:
     borrowed: Mapping[str, float]
     running: int
     queued: int
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """Who and what a job is, as the ``KFJ_*`` names expose it to user code.
+
+    Resource fields are the per-worker strings exactly as the user typed them
+    (``"2(V100)"``, ``"32Gi"``), since CubeStudio scripts parse those raw strings.
+    """
+
+    job_id: str
+    name: str
+    tenant: str
+    user: str
+    run_id: str
+    kind: str
+    cpu: str = ""
+    memory: str = ""
+    gpu: str = ""
+    rdma: str = ""
+    namespace: str = ""
+    environment: str = "local"

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from cuberay.platform.decisions import Admit, Decision, Preempt, Reject, Reserve
-from cuberay.platform.ledger import Allocation, Ledger
-from cuberay.platform.placement import place, why_not
-from cuberay.platform.queue import JobQueue, JobRequest
-from cuberay.platform.scheduling import Policy, TenantQuota
+from cuberay.platform.policy.decisions import Admit, Decision, Preempt, Reject, Reserve
+from cuberay.platform.policy.ledger import Allocation, Ledger
+from cuberay.platform.policy.placement import place, why_not
+from cuberay.platform.policy.queue import JobQueue, JobRequest
+from cuberay.platform.policy.scheduling import Policy, TenantQuota
 
 _EPS = 1e-9
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from cuberay.errors import SpecError
-from cuberay.platform.resources import Resources
+from cuberay.platform.spec.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)

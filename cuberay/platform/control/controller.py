@@ -35,17 +35,32 @@ import ray
 from ray._private import state as ray_state
 
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
-from cuberay.platform import controller_convert as conv
-from cuberay.platform.admission import Admit, ClusterState, Preempt, Reserve, RunningJob, queue_order, schedule
-from cuberay.platform.records import QueueEntry, TenantUsage
-from cuberay.platform.controller_drivers import Drivers
-from cuberay.platform.controller_nodes import ForeignUsage, is_foreign, live_nodes
-from cuberay.platform.launcher import STOPPED, SUCCEEDED, TERMINAL, Launcher, cluster_dashboard_url
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.metrics import PlatformMetrics, TenantStats
-from cuberay.platform.specs import load_platform, load_spec
-from cuberay.platform.states import JobState
-from cuberay.platform.store import EventRecord, JobRecord, Store
+from cuberay.platform.control import convert as conv
+from cuberay.platform.control.drivers import Drivers
+from cuberay.platform.control.launcher import (
+    STOPPED,
+    SUCCEEDED,
+    TERMINAL,
+    Launcher,
+    cluster_dashboard_url,
+)
+from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
+from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
+from cuberay.platform.control.records import QueueEntry, TenantUsage
+from cuberay.platform.control.store import EventRecord, JobRecord, Store
+from cuberay.platform.policy.admission import (
+    Admit,
+    ClusterState,
+    Preempt,
+    Reserve,
+    RunningJob,
+    queue_order,
+    schedule,
+)
+from cuberay.platform.policy.fit import check_job, platform_policy, tenant_quotas
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec import load_platform, load_spec
 
 log = logging.getLogger("cuberay.controller")
 
@@ -65,7 +80,7 @@ class Controller:
         self.store = Store(self.platform.database_url())
         self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in self.platform.tenants})
         self.ledger = Ledger()
-        self.state = ClusterState(self.ledger, self.platform.quotas(), self.platform.policy())
+        self.state = ClusterState(self.ledger, tenant_quotas(self.platform), platform_policy(self.platform))
         self.foreign = ForeignUsage(self.ledger)
         self.drivers = Drivers(Launcher(cluster_dashboard_url(),
                                         max_drivers=self.platform.spec.scheduler.max_drivers))
@@ -369,7 +384,7 @@ class Controller:
         On success the job is in the core's queue.
         """
         try:
-            conv.live_platform(self.platform).check_job(job)
+            check_job(conv.live_platform(self.platform), job)
         except AdmissionError as err:
             return "quota", str(err)
         reject = self.state.submit(req)

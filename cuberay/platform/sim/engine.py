@@ -8,7 +8,7 @@ useless time when it starts again.
 
 Python API::
 
-    from cuberay.platform.sim import simulate, load_philly, uniform_cluster
+    from cuberay.platform.sim.engine import simulate, load_philly, uniform_cluster
     report = simulate(load_philly(path, start="2017-10-01", end="2017-11-30"),
                       uniform_cluster(64, gpus_per_node=8), policy="cuberay")
 """
@@ -24,11 +24,11 @@ from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
 from cuberay.errors import SpecError
-from cuberay.platform.admission import Admit, ClusterState, Preempt, schedule
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.queue import JobRequest
-from cuberay.platform.resources import CPU, GPU, MEMORY, Resources, WorkerRequest
-from cuberay.platform.scheduling import Policy, TenantQuota, policy_named
+from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, schedule
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
+from cuberay.platform.spec.resources import CPU, GPU, MEMORY, Resources, WorkerRequest
 
 LARGE_JOB_GPUS = 16
 

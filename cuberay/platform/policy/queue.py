@@ -13,8 +13,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from cuberay.platform.placement import Placement
-from cuberay.platform.resources import CARD_RESOURCES, Resources, WorkerRequest
+from cuberay.platform.policy.placement import Placement
+from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 
 @dataclass(slots=True, eq=False)

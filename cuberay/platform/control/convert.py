@@ -11,14 +11,12 @@ import time
 from typing import Any, Iterable, Mapping
 
 from cuberay.errors import AdmissionError
-from cuberay.platform.admission import ClusterState, RunningJob
-from cuberay.platform.records import QueueEntry, TenantUsage
-from cuberay.platform.queue import JobRequest
-from cuberay.platform.specs import Job, Platform, Tenant
-from cuberay.platform.states import JobState
-from cuberay.platform.store import JobRecord
-from cuberay.train.env import JobIdentity
-
+from cuberay.platform.control.records import JobIdentity, QueueEntry, TenantUsage
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.admission import ClusterState, RunningJob
+from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec import Job, Platform, Tenant
 
 
 def live_platform(platform: Platform) -> Platform:

@@ -107,7 +107,9 @@ class PlatformMetrics:
     """The controller's Ray metrics. Build it inside a Ray worker process."""
 
     def __init__(self) -> None:
-        from ray.util import metrics as ray_metrics  # lazily: the definitions above need no Ray
+        from ray.util import (
+            metrics as ray_metrics,  # lazily: the definitions above need no Ray
+        )
 
         classes = {MetricKind.GAUGE: ray_metrics.Gauge, MetricKind.COUNTER: ray_metrics.Counter}
         self._m: dict[str, Any] = {}

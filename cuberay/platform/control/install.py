@@ -14,8 +14,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
-from cuberay.platform.client import CONTROLLER_NAME, NAMESPACE
-from cuberay.platform.controller import Controller
+from cuberay.platform.control.controller import Controller
+from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 
 
 def head_node_id() -> str:

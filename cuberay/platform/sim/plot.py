@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cuberay.errors import SpecError
-from cuberay.platform.sim import Report
+from cuberay.platform.sim.engine import Report
 
 Sample = tuple[float, float, int]  # (t, allocated GPUs, queue length), valid until the next sample
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from cuberay.platform.ledger import FitCounter, Ledger
-from cuberay.platform.placement import Placement, score_key
-from cuberay.platform.queue import JobRequest
-from cuberay.platform.resources import WorkerRequest
+from cuberay.platform.policy.ledger import FitCounter, Ledger
+from cuberay.platform.policy.placement import Placement, score_key
+from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.spec.resources import WorkerRequest
 
 _EPS = 1e-9
 

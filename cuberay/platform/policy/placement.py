@@ -15,29 +15,15 @@ All or nothing: a policy returns a node for every worker or ``None``.
 from __future__ import annotations
 
 import heapq
-from enum import Enum
 from typing import Iterable, Mapping, Sequence
 
-from cuberay.platform.ledger import FitCounter, NodeState, workers_that_fit
-from cuberay.platform.resources import CPU, MEMORY, WorkerRequest
+from cuberay.platform.policy.ledger import FitCounter, NodeState, workers_that_fit
+from cuberay.platform.spec.common import Placement  # noqa: F401 (policy code names it from here)
+from cuberay.platform.spec.resources import CPU, MEMORY, WorkerRequest
 
 LABEL_RDMA_DOMAIN = "cuberay.io/rdma-domain"
 
 Reserved = Mapping[str, Mapping[str, float]]  # node id -> amounts held for a blocked job
-
-
-class Placement(str, Enum):
-    PACK = "pack"
-    SPREAD = "spread"
-    STRICT_PACK = "strict_pack"
-    STRICT_SPREAD = "strict_spread"
-    AUTO = "auto"
-
-    def resolve(self, req: WorkerRequest) -> "Placement":
-        """``auto`` becomes pack for accelerator jobs and spread for CPU-only jobs."""
-        if self is not Placement.AUTO:
-            return self
-        return Placement.PACK if req.card_resource else Placement.SPREAD
 
 
 def score_key(req: WorkerRequest) -> tuple[str, ...]:
@@ -207,6 +193,6 @@ def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: 
 
 
 def _fmt(res: Mapping[str, float]) -> str:
-    from cuberay.platform.resources import format_resources
+    from cuberay.platform.spec.resources import format_resources
 
     return format_resources(res)

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.resources import LABEL_ACCELERATOR, Resources, WorkerRequest
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.spec.resources import LABEL_ACCELERATOR, Resources, WorkerRequest
 
 FOREIGN_PREFIX = "ray-foreign:"
 _SKIP_PREFIXES = ("node:", "accelerator_type:")

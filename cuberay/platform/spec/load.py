@@ -1,17 +1,18 @@
-"""Helpers of :mod:`cuberay.platform.specs`: reading YAML, error messages, value checks, fit checks.
+"""Reading spec files and reporting their errors; the value checks the models use.
 
-The models live in ``specs``; this module never imports them (``specs``
-imports this one). It
+The models (``common``, ``platform_file``, ``workload``, ``train``, ``tune``,
+``serve``, ``jobs``) import this module; it imports none of them. It
 
 - turns a path, YAML text or a mapping into documents, refusing what YAML
-  would silently accept (duplicate keys);
+  would silently accept (duplicate keys) and what would exhaust memory
+  (oversized files, alias bombs, deep nesting);
 - rewrites a pydantic ``ValidationError`` as one :class:`SpecError` naming the
   file, the field path, the YAML line, what was seen and the fix;
 - holds the value checks the models use (DNS names, label keys, import paths,
-  durations, mounts, the resource grammar);
-- answers "could this job EVER run?" against a tenant's max quota and the
-  declared node pools (the static part of admission, used by
-  ``cuberay spec validate --platform`` and at submit).
+  durations, mounts, the resource grammar).
+
+Whether a job could ever run on a platform is policy, not data: see
+:mod:`cuberay.platform.policy.fit`.
 """
 
 from __future__ import annotations
@@ -21,18 +22,13 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+import cuberay.platform.spec.resources as res
 from cuberay.errors import SpecError
-from cuberay.platform import resources as res
-from cuberay.platform.ledger import Ledger
-from cuberay.platform.placement import place, why_not
-
-if TYPE_CHECKING:
-    from cuberay.platform.specs import Job, NodePool, Tenant
 
 # Union tags pydantic puts into error locations; they are not field names.
 UNION_TAGS = frozenset({"workers-count", "workers-range"})
@@ -366,45 +362,6 @@ def field_of(resource: str) -> str:
 def amount_text(resource: str, value: float) -> str:
     """``2Gi`` for memory, ``4`` or ``0.5`` otherwise."""
     return res.format_memory(value) if resource == res.MEMORY else f"{value:g}"
-
-
-def quota_problem(job: Job, tenant: Tenant) -> str | None:
-    """Why ``job``'s smallest gang exceeds ``tenant``'s max quota, or None if it fits."""
-    limit = tenant.max_resources()
-    if limit is None:
-        return None
-    per_worker, n = job.worker_request().resources, job.min_workers
-    over = (per_worker * n).exceeding(limit)
-    if not over:
-        return None
-    parts = [f'tenant "{tenant.name}" max {field_of(r)} is {amount_text(r, cap)}; job asks {n} x '
-             f'{amount_text(r, per_worker[r])} = {amount_text(r, asked)}' for r, (asked, cap) in over.items()]
-    raise_ = " and ".join(f"tenants.{tenant.name}.quota.max.{field_of(r)}" for r in over)
-    return f"spec.workers: {'; '.join(parts)}. Lower workers or ask an admin to raise {raise_}"
-
-
-def pool_ledger(pools: Iterable[NodePool]) -> Ledger:
-    """An empty ledger with one node per pool node, ids ``<pool>-<i>``, labelled as the pool says."""
-    ledger = Ledger()
-    for pool in pools:
-        capacity, labels = pool.node_resources(), pool.node_labels()
-        for i in range(pool.nodes):
-            ledger.add_node(f"{pool.name}-{i}", capacity, labels)
-    return ledger
-
-
-def capacity_problem(job: Job, pools: Sequence[NodePool]) -> str | None:
-    """Why ``job``'s smallest gang can never be placed on ``pools`` (empty), or None; None too without pools.
-
-    Uses the real placement policy on empty nodes, so the answer matches what admission will do.
-    """
-    if not pools:
-        return None
-    nodes = list(pool_ledger(pools).nodes.values())
-    req, count, policy = job.worker_request(), job.min_workers, job.spec.placement
-    if place(nodes, req, count, policy, empty=True) is not None:
-        return None
-    return f"spec.workers: {why_not(nodes, req, count, policy)}"
 
 
 def over_text(over: Mapping[str, tuple[float, float]]) -> str:

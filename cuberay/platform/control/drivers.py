@@ -17,8 +17,8 @@ import sys
 from typing import Any
 
 from cuberay.errors import CuberayError, NotFoundError
-from cuberay.platform.launcher import TERMINAL, Launcher
-from cuberay.platform.store import JobRecord
+from cuberay.platform.control.launcher import TERMINAL, Launcher
+from cuberay.platform.control.store import JobRecord
 
 log = logging.getLogger("cuberay.controller")
 

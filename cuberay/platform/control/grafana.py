@@ -5,8 +5,8 @@ own dashboard, provisioned beside Ray's (same ``${datasource}`` and
 ``SessionName`` variables). The JSON is checked in at
 configs/grafana/cuberay.json; regenerate it after changing a panel or a metric:
 
-    python -m cuberay.platform.grafana            # write the file
-    python -m cuberay.platform.grafana --check    # exit 1 if the file is stale
+    python -m cuberay.platform.control.grafana            # write the file
+    python -m cuberay.platform.control.grafana --check    # exit 1 if the file is stale
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuberay.platform.metrics import (
+from cuberay.platform.control.metrics import (
     ADMISSIONS,
     ALLOCATED,
     GUARANTEED,
@@ -29,7 +29,7 @@ from cuberay.platform.metrics import (
     WAIT_SECONDS,
 )
 
-DASHBOARD_PATH = Path(__file__).resolve().parents[2] / "configs" / "grafana" / "cuberay.json"
+DASHBOARD_PATH = Path(__file__).resolve().parents[3] / "configs" / "grafana" / "cuberay.json"
 UID = "cuberayDashboard"
 DATASOURCE = "${datasource}"
 # Every query is scoped by the dashboard's variables. Cluster is the
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = args.out.read_text() if args.out.exists() else ""
         if current != text:
-            print(f"{args.out} is stale: run python -m cuberay.platform.grafana", file=sys.stderr)
+            print(f"{args.out} is stale: run python -m cuberay.platform.control.grafana", file=sys.stderr)
             return 1
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -26,11 +26,25 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import Field, ValidationError
 
+import cuberay.platform.spec.resources as res
 from cuberay.errors import SpecError
-from cuberay.platform import resources as res
-from cuberay.platform.sim import NodeSpec
-from cuberay.platform.spec_load import Document, field_names, one_document, read_documents, require_mapping, spec_error
-from cuberay.platform.specs import Labels, Name, NodePool, NodeResources, SpecModel, load_platform
+from cuberay.platform.sim.engine import NodeSpec
+from cuberay.platform.spec import (
+    Labels,
+    Name,
+    NodePool,
+    NodeResources,
+    SpecModel,
+    load_platform,
+)
+from cuberay.platform.spec.load import (
+    Document,
+    field_names,
+    one_document,
+    read_documents,
+    require_mapping,
+    spec_error,
+)
 
 
 class NodeGroup(SpecModel):
@@ -64,7 +78,7 @@ def cluster_from_groups(groups: Sequence[NodeGroup]) -> list[NodeSpec]:
 
 
 def cluster_from_pools(pools: Sequence[NodePool]) -> list[NodeSpec]:
-    """The node pools of a platform file as simulator nodes (same ids as ``Platform.ledger()``)."""
+    """The node pools of a platform file as simulator nodes (same ids as ``policy.fit.platform_ledger()``)."""
     return [node for p in pools for node in group_nodes(p.name, p.nodes, p.resources, p.labels)]
 
 

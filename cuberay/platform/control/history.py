@@ -11,8 +11,8 @@ from __future__ import annotations
 import csv
 from typing import Any, Iterable, Mapping, TextIO
 
-from cuberay.platform.resources import MEMORY, CPU, parse_worker
-from cuberay.platform.store import JobRecord
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.spec.resources import CPU, MEMORY, parse_worker
 
 TRACE_COLUMNS = ("submit_time", "duration", "gpus", "cpus", "memory", "workers", "tenant", "priority")
 

@@ -14,15 +14,26 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import JSON, Double, Index, Integer, String, Text, create_engine, event, func, inspect, select
-from sqlalchemy.engine import Engine
-from sqlalchemy.engine import make_url
+from sqlalchemy import (
+    JSON,
+    Double,
+    Index,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    event,
+    func,
+    inspect,
+    select,
+)
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
-from cuberay.platform.states import JobState
+from cuberay.platform.policy.states import JobState
 
 SCHEMA_VERSION = 1
 DB_FILENAME = "cuberay.db"

@@ -23,16 +23,27 @@ from __future__ import annotations
 import heapq
 from typing import Iterable
 
-from cuberay.platform.cluster_state import ClusterState, RunningJob, add_amounts, fmt_amount
-from cuberay.platform.decisions import Admit, Cycle, Decision, Preempt, Reject, Reserve
-from cuberay.platform.ledger import Allocation, FitCounter, Ledger
-from cuberay.platform.placement import place
-from cuberay.platform.queue import Bucket, JobRequest
-from cuberay.platform.reservation import claim, held_now, worth_reserving
-from cuberay.platform.resources import CARD_RESOURCES, Resources
-
-_EPS = 1e-9
-
+from cuberay.platform.policy.cluster_state import (
+    ClusterState,
+    RunningJob,
+    add_amounts,
+    fmt_amount,
+)
+from cuberay.platform.policy.decisions import (
+    Admit,
+    Cycle,
+    Decision,
+    Preempt,
+    Reject,
+    Reserve,
+)
+from cuberay.platform.policy.ledger import Allocation, Ledger
+from cuberay.platform.policy.placement import place
+from cuberay.platform.policy.preemption import EPS as _EPS
+from cuberay.platform.policy.preemption import Preemption
+from cuberay.platform.policy.queue import Bucket, JobRequest
+from cuberay.platform.policy.reservation import claim, held_now, worth_reserving
+from cuberay.platform.spec.resources import CARD_RESOURCES, Resources
 
 # -- the cycle -----------------------------------------------------------------------
 
@@ -62,7 +73,7 @@ class _Checkout:
                 self.ledger.restore(arg)  # type: ignore[arg-type]
 
 
-class _Cycle:
+class _Cycle(Preemption):
     """One admission pass. Kept as an object so each step is a short method."""
 
     def __init__(self, state: ClusterState, now: float, explain: bool = True) -> None:
@@ -284,167 +295,6 @@ class _Cycle:
         self.reservation = Reserve(job.id, claim(self.s.ledger, job), self.now)
         self.decisions.append(self.reservation)
 
-    # preemption
-    def _try_preempt(self, job: JobRequest, is_holder: bool, own_only: bool = False) -> bool:
-        if self.preemption_attempts_left <= 0 or not (self.p.preempt or self.p.reclaim):
-            return False
-        memo = (job.tenant, job.shape, job.priority, self.band(job), own_only)
-        if memo in self.failed_preemptions:
-            return False
-        self.preemption_attempts_left -= 1
-        chosen = self._release_until_fits(job, is_holder, own_only)
-        if not chosen:
-            self.failed_preemptions.add(memo)
-            return False
-        chosen = self._keep_needed(job, chosen, is_holder)
-        nodes = self._place(job, honour_reservation=not is_holder)
-        assert nodes is not None
-        for run in chosen:
-            self.preempted.add(run.job.id)
-            self.decisions.append(Preempt(run.job.id, job.id, self._victim_reason(job, run)))
-        self._admit(job, nodes, f"admitted after preempting {len(chosen)} job(s)")
-        return True
-
-    def _release_until_fits(self, job: JobRequest, is_holder: bool, own_only: bool = False) -> list[RunningJob]:
-        """Release victims in order until the job fits (and is within its max); undo and return [] if never."""
-        contended = _contended(job)
-        chosen: list[RunningJob] = []
-        slot = FitCounter(job.worker)
-        nodes = self.s.ledger.nodes
-        for run in self._victims(job, contended, own_only):
-            if run.job.tenant != job.tenant and not self._still_at_guarantee(run, contended):
-                continue  # usage moved while we released others
-            self._release(run)
-            chosen.append(run)
-            # A full placement scan only when this victim left room for a worker on one of its nodes.
-            if not any(slot(nodes[n]) for n in set(run.allocation.node_ids) if n in nodes):
-                continue
-            if self._over_max(job) is None and self._place(job, honour_reservation=not is_holder):
-                return chosen
-        for run in reversed(chosen):
-            self._restore(run)
-        return []
-
-    def _keep_needed(self, job: JobRequest, chosen: list[RunningJob], is_holder: bool) -> list[RunningJob]:
-        """Give back victims the job turned out not to need (last chosen first)."""
-        if len(chosen) < 2:
-            return chosen
-        needed = []
-        for run in reversed(chosen[:-1]):
-            self._restore(run)
-            if self._over_max(job) is not None or self._place(job, honour_reservation=not is_holder) is None:
-                self._release(run)
-                needed.append(run)
-        return [chosen[-1], *needed]
-
-    def _release(self, run: RunningJob) -> None:
-        self.co.release(run.job.id)
-        add_amounts(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, -1.0)
-        self._shares.pop(run.job.tenant, None)
-
-    def _restore(self, run: RunningJob) -> None:
-        self.s.ledger.restore(run.allocation)
-        self.co._undo.append(("release", run.job.id))
-        add_amounts(self.usage.setdefault(run.job.tenant, {}), run.allocation.total, 1.0)
-        self._shares.pop(run.job.tenant, None)
-
-    def _victims(self, job: JobRequest, contended: tuple[str, ...], own_only: bool = False) -> Iterable[RunningJob]:
-        """Running jobs this job may preempt, cheapest to lose first; [] when they cannot free enough."""
-        within = self.p.reclaim and not own_only and self._within_guarantee(job, contended)
-        can_outrank = self.p.preempt and ((self.p.las_threshold_gpu_s is not None and self.p.las_preempt)
-                                          or job.priority > self._lowest_running())
-        if not within and not can_outrank:
-            return []
-        if within and not can_outrank and not self._reclaimable_enough(job, contended):
-            return []
-        out: list[RunningJob] = []
-        now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
-        prio = job.priority
-        las_first_band = self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
-        cards = job.gpus > 0  # then the contended resources are the accelerator cards
-        for tenant, runs in self.s.running_by_tenant.items():
-            same = tenant == job.tenant
-            if not same and (own_only or not self._borrowing(tenant, contended)):
-                continue
-            for r in runs.values():
-                rp = r.job.priority
-                outranks = can_outrank and (prio > rp or (
-                    prio == rp and las_first_band and now >= r.band_flip and not r.protected)) \
-                    and now - r.start_time >= min_run
-                if (outranks if same else (within or outranks)) and r.job.id not in preempted:
-                    if same or (r.job.gpus > 0 if cards else any(r.allocation.total.get(n, 0.0) > 0 for n in contended)):
-                        out.append(r)
-        if not out:
-            return []
-        free = self.s.ledger.total_free
-        for n in contended:
-            if free.get(n, 0.0) + sum(r.allocation.total.get(n, 0.0) for r in out) + _EPS < job.total.get(n, 0.0):
-                return []
-        now = self.now
-        # Cheapest first: lowest priority, later service band, no bigger than the need (preempting a
-        # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
-        # ordered: most jobs need one or two victims, so a heap beats sorting every candidate.
-        need = job.gpus
-        heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
-                 r.lost_work_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
-        heapq.heapify(heap)
-        return (heapq.heappop(heap)[-1] for _ in range(len(heap)))
-
-    def _lowest_running(self) -> int:
-        if self._lowest is None:
-            self._lowest = min((r.job.priority for r in self.s.running.values()), default=1 << 30)
-        return self._lowest
-
-    def _reclaimable_enough(self, job: JobRequest, contended: tuple[str, ...]) -> bool:
-        """Free capacity plus what borrowers hold above their guarantees covers the job (cheap bound)."""
-        free = self.s.ledger.total_free
-        for n in contended:
-            spare = free.get(n, 0.0)
-            for tenant, used in self.usage.items():
-                if tenant != job.tenant:
-                    quota = self.s.tenants.get(tenant)
-                    spare += max(0.0, used.get(n, 0.0) - (quota.guaranteed.get(n, 0.0) if quota else 0.0))
-            if spare + _EPS < job.total.get(n, 0.0):
-                return False
-        return True
-
-    def _outranks(self, job: JobRequest, run: RunningJob) -> bool:
-        if job.priority != run.job.priority:
-            return job.priority > run.job.priority
-        return (self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
-                and self.now >= run.band_flip and not run.protected)
-
-    def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
-        quota = self.s.tenants.get(tenant)
-        used = self.usage.get(tenant, {})
-        return any(used.get(n, 0.0) > (quota.guaranteed.get(n, 0.0) if quota else 0.0) + _EPS for n in contended)
-
-    def _within_guarantee(self, job: JobRequest, contended: tuple[str, ...]) -> bool:
-        quota = self.s.tenants.get(job.tenant)
-        if quota is None:
-            return False
-        used = self.usage.get(job.tenant, {})
-        return all(used.get(n, 0.0) + job.total.get(n, 0.0) <= quota.guaranteed.get(n, 0.0) + _EPS
-                   for n in contended)
-
-    def _still_at_guarantee(self, run: RunningJob, contended: tuple[str, ...]) -> bool:
-        """The victim's tenant must stay at or above its guarantee on the contended resources."""
-        quota = self.s.tenants.get(run.job.tenant)
-        used = self.usage.get(run.job.tenant, {})
-        total = run.allocation.total
-        for n in contended:
-            amount = total.get(n, 0.0)
-            if amount > 0 and used.get(n, 0.0) - amount < (quota.guaranteed.get(n, 0.0) if quota else 0.0) - _EPS:
-                return False
-        return True
-
-    def _victim_reason(self, job: JobRequest, run: RunningJob) -> str:
-        if run.job.tenant != job.tenant and not self._outranks(job, run):
-            return f"reclaimed: tenant {job.tenant!r} needs its guaranteed capacity back for {job.id}"
-        if run.job.priority < job.priority:
-            return f"preempted by higher-priority job {job.id} (priority {job.priority} > {run.job.priority})"
-        return f"preempted by {job.id}, which has had less service (least-attained-service order)"
-
 
 def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
     """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged.
@@ -481,12 +331,6 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
 
 
 # -- helpers -------------------------------------------------------------------------
-
-def _contended(job: JobRequest) -> tuple[str, ...]:
-    """Resources a preemption must free for this job: its accelerators, else all it asks for."""
-    cards = tuple(n for n in job.total if n in CARD_RESOURCES)
-    return cards or tuple(job.total)
-
 
 def _sum(vectors: Iterable[Resources]) -> Resources:
     out: dict[str, float] = {}

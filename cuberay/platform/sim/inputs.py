@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Sequence
 
 from cuberay.errors import SpecError
-from cuberay.platform.scheduling import Policy, TenantQuota, policy_named
-from cuberay.platform.sim import TraceJob, load_generic, load_philly
-from cuberay.platform.spec_load import parse_duration
-from cuberay.platform.specs import Platform
+from cuberay.platform.policy import fit
+from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
+from cuberay.platform.sim.engine import TraceJob, load_generic, load_philly
+from cuberay.platform.spec import Platform
+from cuberay.platform.spec.load import parse_duration
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 GENERIC_COLUMNS = ("submit_time", "duration", "gpus")
@@ -151,7 +152,7 @@ def first_philly_submission(path: str) -> float:
 
 def platform_policy(name: str, platform: Platform | None) -> Policy:
     """A named policy; ``cuberay`` takes the platform's scheduler settings (backfill, reclaim, LAS) when given."""
-    return platform.policy() if platform is not None and name == "cuberay" else policy_named(name)
+    return fit.platform_policy(platform) if platform is not None and name == "cuberay" else policy_named(name)
 
 
 def unknown_tenants(jobs: Sequence[TraceJob], quotas: dict[str, TenantQuota]) -> dict[str, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from cuberay.platform.resources import CARD_RESOURCES, Resources, WorkerRequest
+from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 _EPS = 1e-9
 

@@ -27,6 +27,9 @@ from typing import Any
 
 from cuberay.errors import PlatformNotRunningError
 
+# The controller actor: a detached named actor on the head, found by this name in this namespace.
+CONTROLLER_NAME = "cuberay-controller"
+NAMESPACE = "cuberay"
 STATE_FILE = "local-head.json"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0  # `ray start --block` drains for up to 30 s on SIGTERM; the rest is killed
@@ -100,7 +103,7 @@ def use_token_auth() -> None:
 def start(log_dir: Path) -> dict[str, Any]:
     """Start a head with dashboard and token auth; return its recorded state once it accepts drivers."""
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     if not TOKEN_FILE.expanduser().exists():
         subprocess.run([*_ray_cli(), "get-auth-token", "--generate"], env=env, check=True,

@@ -1,0 +1,98 @@
+"""A platform file as the admission core sees it: its ledger, quotas, policy, and the static fit check.
+
+The spec layer describes a platform; this module turns that description into
+the policy objects (an empty :class:`Ledger` of the node pools, each tenant's
+:class:`TenantQuota`, the configured :class:`Policy`) and answers "could this
+job EVER run here?" with the same placement code admission uses, so
+``cuberay spec validate --platform``, submit and the simulator agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable, Sequence
+
+from cuberay.errors import AdmissionError, SpecError
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.placement import place, why_not
+from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
+from cuberay.platform.spec.jobs import Job
+from cuberay.platform.spec.load import amount_text, field_of
+from cuberay.platform.spec.platform_file import NodePool, Platform, Tenant
+
+
+def pool_ledger(pools: Iterable[NodePool]) -> Ledger:
+    """An empty ledger with one node per pool node, ids ``<pool>-<i>``, labelled as the pool says."""
+    ledger = Ledger()
+    for pool in pools:
+        capacity, labels = pool.node_resources(), pool.node_labels()
+        for i in range(pool.nodes):
+            ledger.add_node(f"{pool.name}-{i}", capacity, labels)
+    return ledger
+
+
+def platform_ledger(platform: Platform) -> Ledger:
+    """An empty ledger of the platform's node pools (nodes ``<pool>-<i>``), for the simulator and fit checks."""
+    return pool_ledger(platform.spec.node_pools)
+
+
+def tenant_quotas(platform: Platform) -> dict[str, TenantQuota]:
+    """Each tenant's guaranteed and max resources as the admission core sees them."""
+    return {t.name: TenantQuota(t.name, t.guaranteed_resources(), t.max_resources()) for t in platform.tenants}
+
+
+def platform_policy(platform: Platform) -> Policy:
+    """The ``cuberay`` admission policy with the platform's scheduler settings applied."""
+    s = platform.spec.scheduler
+    las = None if s.las_threshold_gpu_hours is None else s.las_threshold_gpu_hours * 3600.0
+    return replace(policy_named("cuberay"), backfill=s.backfill, reclaim=s.reclaim, preempt=s.preemption,
+                   las_threshold_gpu_s=las)
+
+
+def quota_problem(job: Job, tenant: Tenant) -> str | None:
+    """Why ``job``'s smallest gang exceeds ``tenant``'s max quota, or None if it fits."""
+    limit = tenant.max_resources()
+    if limit is None:
+        return None
+    per_worker, n = job.worker_request().resources, job.min_workers
+    over = (per_worker * n).exceeding(limit)
+    if not over:
+        return None
+    parts = [f'tenant "{tenant.name}" max {field_of(r)} is {amount_text(r, cap)}; job asks {n} x '
+             f'{amount_text(r, per_worker[r])} = {amount_text(r, asked)}' for r, (asked, cap) in over.items()]
+    raise_ = " and ".join(f"tenants.{tenant.name}.quota.max.{field_of(r)}" for r in over)
+    return f"spec.workers: {'; '.join(parts)}. Lower workers or ask an admin to raise {raise_}"
+
+
+def capacity_problem(job: Job, pools: Sequence[NodePool]) -> str | None:
+    """Why ``job``'s smallest gang can never be placed on ``pools`` (empty), or None; None too without pools.
+
+    Uses the real placement policy on empty nodes, so the answer matches what admission will do.
+    """
+    if not pools:
+        return None
+    nodes = list(pool_ledger(pools).nodes.values())
+    req, count, policy = job.worker_request(), job.min_workers, job.spec.placement
+    if place(nodes, req, count, policy, empty=True) is not None:
+        return None
+    return f"spec.workers: {why_not(nodes, req, count, policy)}"
+
+
+def check_job(platform: Platform, job: Job, *, file: str | None = None) -> Tenant:
+    """Could ``job`` EVER run on ``platform``? Its tenant exists, the gang fits the tenant's max and the pools.
+
+    Raises:
+        SpecError: no tenant set, or an unknown one (exit 2).
+        AdmissionError: larger than the tenant's max quota or than the node pools (exit 3).
+    """
+    if job.tenant is None:
+        raise SpecError("the job names no tenant; set metadata.tenant or pass --tenant",
+                        file=file, path="metadata.tenant")
+    try:
+        tenant = platform.tenant(job.tenant)
+    except SpecError as exc:
+        raise SpecError(exc.reason, file=file, path=exc.path) from None
+    for problem in (quota_problem(job, tenant), capacity_problem(job, platform.spec.node_pools)):
+        if problem:
+            raise AdmissionError(f"{file + ': ' if file else ''}{problem}")
+    return tenant

@@ -1,0 +1,248 @@
+"""The admin's platform file: tenants, quotas, node pools, storage and scheduler settings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+import cuberay.platform.spec.resources as res
+from cuberay.errors import AdmissionError, SpecError
+from cuberay.platform.spec.common import (
+    API_VERSION,
+    Labels,
+    Mount,
+    Name,
+    NodeResources,
+    QuotaResources,
+    SpecModel,
+    amounts_text,
+)
+from cuberay.platform.spec.load import FieldError, over_text
+from cuberay.platform.spec.resources import Resources
+
+WILDCARD_MEMBER = "*"
+_DATABASE_URL = re.compile(r"^[\w+]+://")
+
+
+class Quota(SpecModel):
+    """A tenant's share: ``guaranteed`` (Kueue's nominal quota) and ``max`` (nominal + borrowing)."""
+
+    guaranteed: QuotaResources = Field(default_factory=QuotaResources,
+                                       description="Resources the tenant can always get back (by reclaiming them "
+                                                   "from borrowers). Unlisted resources: 0.")
+    max: QuotaResources | None = Field(None, description="The most the tenant may use, borrowing idle capacity. "
+                                                         "null = unlimited; a resource not listed here is capped "
+                                                         "at its guaranteed amount.")
+
+    @model_validator(mode="after")
+    def _max_covers_guaranteed(self) -> Quota:
+        if self.max is None:
+            return self
+        guaranteed, limit = self.guaranteed.by_field(), self.max.by_field()
+        for field, vector in guaranteed.items():
+            if field in limit and not vector <= limit[field]:
+                raise FieldError(["max", *field.split(".")],
+                                 f"max {field} {amounts_text(limit[field])} is below guaranteed {amounts_text(vector)}; "
+                                 f"raise max or lower guaranteed")
+        return self
+
+    def guaranteed_resources(self) -> Resources:
+        return self.guaranteed.resources()
+
+    def max_resources(self) -> Resources | None:
+        """The cap as a vector (unlisted resources capped at guaranteed), or None for unlimited."""
+        if self.max is None:
+            return None
+        return res.total({**self.guaranteed.by_field(), **self.max.by_field()}.values())
+
+
+# ---------------------------------------------------------------- platform
+
+class Tenant(SpecModel):
+    """A team sharing the platform (CubeStudio's project group, Kueue's ClusterQueue)."""
+
+    name: Name = Field(description="Tenant name, a DNS-1123 label; also its Kubernetes namespace.")
+    members: list[str] = Field(default_factory=list, description='Login names that may submit here; "*" lets '
+                                                                 'everyone in. Admins are members too.')
+    admins: list[str] = Field(default_factory=list, description="Login names that may manage the tenant's jobs.")
+    quota: Quota = Field(default_factory=Quota, description="Guaranteed and max resources.")
+    priority: int = Field(0, description="Default priority of the tenant's jobs (higher runs first).")
+    storage: str | None = Field(None, description="Storage path; default <platform storage>/<tenant name>.")
+    mounts: list[Mount] = Field(default_factory=list, description='CubeStudio-style mounts, kept verbatim: '
+                                                                '"name(pvc):/mnt", "/data(hostpath):/data".')
+
+    @field_validator("members", "admins")
+    @classmethod
+    def _logins(cls, v: list[str]) -> list[str]:
+        for i, login in enumerate(v):
+            if not login.strip() or login != login.strip():
+                raise FieldError([i], f"login {login!r} is empty or padded with spaces; write the bare name")
+        return v
+
+    @field_validator("admins")
+    @classmethod
+    def _no_wildcard_admin(cls, v: list[str]) -> list[str]:
+        if WILDCARD_MEMBER in v:
+            raise FieldError([v.index(WILDCARD_MEMBER)], '"*" is only allowed in members; list admins by name')
+        return v
+
+    def is_member(self, user: str) -> bool:
+        return user in self.members or user in self.admins or WILDCARD_MEMBER in self.members
+
+    def is_admin(self, user: str) -> bool:
+        return user in self.admins
+
+    def guaranteed_resources(self) -> Resources:
+        return self.quota.guaranteed_resources()
+
+    def max_resources(self) -> Resources | None:
+        return self.quota.max_resources()
+
+
+class NodePool(SpecModel):
+    """A group of identical nodes, for the simulator and for KubeRay worker groups."""
+
+    name: Name = Field(description="Pool name; nodes get the label cuberay.io/pool=<name>.")
+    labels: Labels = Field(default_factory=dict, description="Extra node labels of every node in the pool.")
+    nodes: int = Field(ge=1, description="How many nodes the pool has.")
+    resources: NodeResources = Field(description="What one node offers.")
+
+    def node_resources(self) -> Resources:
+        return self.resources._request().resources
+
+    def node_labels(self) -> dict[str, str]:
+        """Labels of each node: the pool's, the pool name, the card model and the RDMA fabric."""
+        offer = self.resources._request()
+        return {**self.labels, res.LABEL_POOL: self.name, **offer.node_selector()}
+
+
+class SchedulerSettings(SpecModel):
+    """Knobs of the admission cycle."""
+
+    backfill: bool = Field(True, description="EASY backfill: small jobs may jump a blocked one without delaying it.")
+    reclaim: bool = Field(True, description="A tenant under its guarantee takes capacity back from borrowers.")
+    preemption: bool = Field(True, description="Higher-priority jobs may preempt lower ones of the same tenant.")
+    las_threshold_gpu_hours: float | None = Field(1.0, gt=0, description="Least-attained-service: jobs that used "
+                                                  "more GPU-hours than this drop behind newer ones and may be "
+                                                  "preempted by them (Tiresias-style); null = off.")
+    max_drivers: int = Field(16, ge=1, description="Most job drivers (Ray Jobs) running at once.")
+    cycle_interval_s: float = Field(2.0, gt=0, description="Seconds between admission cycles.")
+
+
+class PlatformSpec(SpecModel):
+    """Tenants, node pools, storage and scheduler settings of one platform."""
+
+    storage: str = Field("~/.cuberay", description="Directory for the database, logs and tenant storage.")
+    database: str | None = Field(None, description="SQLAlchemy URL, e.g. postgresql://host/cuberay; null = "
+                                                   "SQLite at <storage>/cuberay.db.")
+    tenants: list[Tenant] = Field(min_length=1, description="The tenants; names are unique.")
+    node_pools: list[NodePool] = Field(default_factory=list, description="Node pools for simulation and KubeRay; "
+                                                                         "empty = use the nodes Ray has.")
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="Admission settings.")
+
+    @field_validator("database")
+    @classmethod
+    def _database(cls, v: str | None) -> str | None:
+        if v is not None:
+            # The shape SQLAlchemy's make_url accepts (dialect[+driver]://...); the store opens it for real.
+            # Checked here without importing SQLAlchemy: the spec layer stays free of the database.
+            if not _DATABASE_URL.match(v):
+                raise ValueError(f"{v!r} is not an SQLAlchemy URL; write e.g. "
+                                 f"'postgresql://user@host/cuberay' or 'sqlite:////var/lib/cuberay.db'")
+        return v
+
+    @field_validator("tenants", "node_pools")
+    @classmethod
+    def _unique_names(cls, v: list[Any]) -> list[Any]:
+        first: dict[str, int] = {}
+        for i, item in enumerate(v):
+            if item.name in first:
+                raise FieldError([i, "name"], f"name {item.name!r} is used at [{first[item.name]}] and [{i}]; "
+                                              f"names must be unique, rename one")
+            first[item.name] = i
+        return v
+
+    @model_validator(mode="after")
+    def _fill_storage_and_check_guarantees(self) -> PlatformSpec:
+        if self.node_pools:
+            promised = res.total(t.guaranteed_resources() for t in self.tenants)
+            if over := promised.exceeding(self.capacity()):
+                raise FieldError(["tenants"], f"the guaranteed quotas add up to more than the node pools hold "
+                                              f"({over_text(over)}); lower the guarantees or add nodes")
+        tenants = [t if t.storage else t.model_copy(update={"storage": f"{self.storage.rstrip('/')}/{t.name}"})
+                   for t in self.tenants]
+        return self.model_copy(update={"tenants": tenants})
+
+    def capacity(self) -> Resources:
+        """Total of the node pools (the zero vector when none are declared)."""
+        return res.total(p.node_resources() * p.nodes for p in self.node_pools)
+
+
+class PlatformMeta(SpecModel):
+    """Name and labels of a platform."""
+
+    name: Name = Field("local", description="Platform name.")
+    labels: Labels = Field(default_factory=dict, description="Free-form labels.")
+
+
+class Platform(SpecModel):
+    """The admin's file: tenants, quotas, node pools (``configs/platform.yaml``)."""
+
+    api_version: Literal["cuberay.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion",
+                                                        description="Schema version; cuberay.io/v1alpha1.")
+    kind: Literal["Platform"] = Field("Platform", description="Always Platform.")
+    metadata: PlatformMeta = Field(default_factory=PlatformMeta, description="Name and labels.")
+    spec: PlatformSpec = Field(description="Tenants, node pools, storage, scheduler settings.")
+
+    @property
+    def tenants(self) -> list[Tenant]:
+        return self.spec.tenants
+
+    def tenant(self, name: str) -> Tenant:
+        """The tenant called ``name``; SpecError listing the known ones if there is none."""
+        for tenant in self.spec.tenants:
+            if tenant.name == name:
+                return tenant
+        known = ", ".join(t.name for t in self.spec.tenants)
+        raise SpecError(f"unknown tenant {name!r}; known tenants: {known}", path="metadata.tenant")
+
+    def tenants_of(self, user: str) -> list[str]:
+        """Names of the tenants ``user`` may submit to (named memberships first, then wildcard ones)."""
+        named = [t.name for t in self.spec.tenants if user in t.members or user in t.admins]
+        return named + [t.name for t in self.spec.tenants if t.is_member(user) and t.name not in named]
+
+    def resolve_tenant(self, user: str, requested: str | None = None) -> Tenant:
+        """The tenant a job of ``user`` runs in: ``requested`` (checked), else the user's only tenant.
+
+        Raises:
+            SpecError: unknown tenant, or no/several candidate tenants (the fix names --tenant).
+            AdmissionError: ``user`` is not a member of ``requested``.
+        """
+        if requested is not None:
+            tenant = self.tenant(requested)
+            if not tenant.is_member(user):
+                raise AdmissionError(f"user {user!r} is not a member of tenant {requested!r}; pick one of "
+                                     f"{self.tenants_of(user) or 'no tenant'} or ask an admin "
+                                     f"({', '.join(tenant.admins) or 'none listed'}) to add you")
+            return tenant
+        named = [t for t in self.spec.tenants if user in t.members or user in t.admins]
+        candidates = named or [t for t in self.spec.tenants if t.is_member(user)]
+        if len(candidates) == 1:
+            return candidates[0]
+        choice = ", ".join(t.name for t in candidates)
+        why = f"user {user!r} is in several tenants ({choice})" if candidates else \
+            f"user {user!r} is in no tenant (tenants: {', '.join(t.name for t in self.spec.tenants)})"
+        raise SpecError(f"{why}; set metadata.tenant or pass --tenant", path="metadata.tenant")
+
+    def storage_path(self) -> Path:
+        return Path(self.spec.storage).expanduser()
+
+    def database_url(self) -> str:
+        return self.spec.database or f"sqlite:///{self.storage_path() / 'cuberay.db'}"
+
+    def capacity(self) -> Resources:
+        """Total of the node pools (the zero vector when none are declared)."""
+        return self.spec.capacity()

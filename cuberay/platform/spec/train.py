@@ -1,0 +1,58 @@
+"""TrainJob (Ray Train function mode or a command gang) and Task (a command gang)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from cuberay.platform.spec.common import ImportPath
+from cuberay.platform.spec.load import FieldError
+from cuberay.platform.spec.workload import JobBase, WorkloadSpec
+
+
+class TrainSpec(WorkloadSpec):
+    """A distributed training gang: a Ray Train function, or a command on every worker."""
+
+    entrypoint: ImportPath | None = Field(None, description='Function mode: "pkg.module:train_func", run by a Ray '
+                                                            'Train TorchTrainer. Exactly one of entrypoint, command.')
+    command: str | None = Field(None, description="Command mode: a shell command each worker runs with RANK, "
+                                                  "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, VC_* set.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Passed to train_func (function mode).")
+    backend: Literal["torch", "deepspeed"] = Field("torch", description="torch (DDP) or deepspeed (function mode).")
+    deepspeed: dict[str, Any] | None = Field(None, description="DeepSpeed config dict (backend: deepspeed).")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> TrainSpec:
+        if (self.entrypoint is None) == (self.command is None):
+            raise FieldError(["entrypoint"], "set exactly one of entrypoint ('pkg.module:train_func', function "
+                                             "mode) and command ('python train.py', command mode)")
+        if self.command is not None:
+            for field, bad in (("config", bool(self.config)), ("backend", self.backend != "torch"),
+                               ("deepspeed", self.deepspeed is not None)):
+                if bad:
+                    raise FieldError([field], f"{field} applies to function mode (entrypoint) only; in command "
+                                              f"mode pass settings on the command line")
+        if self.deepspeed is not None and self.backend != "deepspeed":
+            raise FieldError(["backend"], "a deepspeed config is set but backend is torch; set backend: deepspeed")
+        return self
+
+
+class TaskSpec(WorkloadSpec):
+    """A gang of workers each running one shell command (CubeStudio env names set)."""
+
+    command: str = Field(min_length=1, description="Shell command each worker runs.")
+
+
+class TrainJob(JobBase):
+    """Distributed training: Ray Train (function mode) or a command gang (command mode)."""
+
+    kind: Literal["TrainJob"] = Field("TrainJob", description="TrainJob.")
+    spec: TrainSpec = Field(description="Training gang.")
+
+
+class Task(JobBase):
+    """A gang running a shell command."""
+
+    kind: Literal["Task"] = Field("Task", description="Task.")
+    spec: TaskSpec = Field(description="Command gang.")
