@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: venv demo test unit integration e2e bench clean
+.PHONY: venv demo test unit integration e2e bench lint clean
 
 venv: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --progress-bar off -e ".[test,plot]"
+	$(BIN)/python -m pip install --progress-bar off -e ".[test,plot,dev]"
 	touch $(STAMP)
 
 demo: venv
@@ -47,6 +47,9 @@ integration: venv
 
 e2e: venv
 	$(PYTEST) tests/e2e
+
+lint: venv
+	$(BIN)/ruff check cuberay tests benchmarks
 
 bench: venv
 	$(BIN)/python benchmarks/run.py

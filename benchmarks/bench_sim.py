@@ -24,9 +24,9 @@ from _common import markdown, print_machine, write_json  # noqa: E402
 
 from cuberay.platform.sim.engine import Report, load_philly, simulate, uniform_cluster  # noqa: E402
 
-# The shared folder sits beside the checkout (../shared); CUBERAY_PHILLY points elsewhere.
+# The trace is vendored in the repository (traces/philly/SOURCE.md); CUBERAY_PHILLY points elsewhere.
 DEFAULT_TRACE = os.environ.get(
-    "CUBERAY_PHILLY", str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly-pollux" / "philly.csv"))
+    "CUBERAY_PHILLY", str(Path(__file__).resolve().parents[1] / "traces" / "philly" / "philly.csv"))
 POLICIES = ("cuberay", "fifo", "fifo-backfill")
 COLUMNS = ("window", "nodes", "policy", "jobs", "finished", "avg JCT h", "p50 JCT h", "p99 JCT h", "avg wait h",
            "max wait >=16 GPU h", "makespan h", "util", "goodput", "preempt", "wall s", "decisions/s")

@@ -92,7 +92,7 @@ def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], 
     started = time.monotonic()
     source = Path(platform_file) if platform_file else CONFIGS / "platform.yaml"
     plat = load_platform(source)
-    with tempfile.TemporaryDirectory(prefix="cuberay-demo-", ignore_cleanup_errors=True) as scratch, \
+    with tempfile.TemporaryDirectory(prefix="crdemo", ignore_cleanup_errors=True) as scratch, \
             scratch_env(Path(scratch), head_cpus(plat)):
         url = client.up(str(scratch_platform(source, Path(scratch))))
         try:

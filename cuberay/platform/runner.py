@@ -89,6 +89,7 @@ def dispatch(ctx: dict[str, Any]) -> int:
 
 
 def _train_function(job: Any, ctx: dict[str, Any]) -> int:
+    from cuberay.train.checkpoints import CheckpointReporter
     from cuberay.train.torch_launcher import run_train_function
 
     request = job.worker_request()
@@ -98,7 +99,8 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
         storage_path=ctx["storage_path"], name=ctx["record"].id,
         # Whole-job retries (max_failures) are the controller's; Train does not retry on top.
         max_failures=0,
-        deepspeed_config=job.spec.deepspeed if job.spec.backend == "deepspeed" else None)
+        deepspeed_config=job.spec.deepspeed if job.spec.backend == "deepspeed" else None,
+        callbacks=[CheckpointReporter(ctx["record"].id, int(ctx["attempt"]))])
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
     return EXIT_OK

@@ -54,13 +54,14 @@ def scaling_config(node_ids: list[str], resources_per_worker: dict[str, float],
 def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
                        resources_per_worker: dict[str, float], use_gpu: bool, storage_path: str,
                        name: str, max_failures: int = 0,
-                       deepspeed_config: dict | None = None) -> dict:
+                       deepspeed_config: dict | None = None, callbacks: list | None = None) -> dict:
     """Train ``entrypoint`` on one worker per node id; return metrics and checkpoint path.
 
     Returns ``{"metrics": <rank 0's last report>, "checkpoint_path": str | None,
     "path": <run directory>}``. A restarted run with the same ``name`` and
     ``storage_path`` resumes from its last checkpoint. Raises JobFailedError when
-    training fails beyond ``max_failures`` restarts.
+    training fails beyond ``max_failures`` restarts. ``callbacks`` are Ray Train
+    ``UserCallback``s (the runner's reports checkpoints to the controller).
     """
     loop_config = dict(config)
     if deepspeed_config is not None:
@@ -72,7 +73,8 @@ def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         scaling_config=scaling_config(node_ids, resources_per_worker, use_gpu),
         run_config=RunConfig(name=name, storage_path=storage_path,
-                             failure_config=FailureConfig(max_failures=max_failures)),
+                             failure_config=FailureConfig(max_failures=max_failures),
+                             callbacks=list(callbacks or [])),
     )
     try:
         result = trainer.fit()

@@ -117,7 +117,6 @@ def _describe() -> tuple[str, tuple[str, ...], dict[str, dict[str, str]]]:
 def ray_cluster() -> Iterator[RayCluster]:
     """One local Ray cluster (head + 3 GPU workers) shared by the whole session."""
     import ray
-    from ray._private.utils import write_ray_address
     from ray.cluster_utils import Cluster
 
     started = time.monotonic()
@@ -127,10 +126,16 @@ def ray_cluster() -> Iterator[RayCluster]:
         _reload_ray_auth_config()
         if ray.is_initialized():
             ray.shutdown()
-        # A temp dir of its own: Ray's job supervisor gives each job driver the
-        # address found in <temp_dir>/ray_current_cluster, which in the shared
-        # /tmp/ray is overwritten by any other Ray started on this machine.
-        temp_dir = tempfile.mkdtemp(prefix="cuberay-ray-")
+        # A temp dir of its own, made Ray's default for this session: Ray's job
+        # supervisor gives each job driver the address found in
+        # <temp_dir>/ray_current_cluster (in a shared /tmp/ray any other Ray started
+        # on this machine overwrites it), and Cluster() writes that file into the
+        # default dir, $RAY_TMPDIR/ray, which must exist (on a fresh machine
+        # /tmp/ray does not).
+        root = tempfile.mkdtemp(prefix="cr")  # short: Ray's socket paths must stay under 108 bytes
+        temp_dir = os.path.join(root, "ray")
+        os.mkdir(temp_dir)
+        mp.setenv("RAY_TMPDIR", root)
         cluster = Cluster(
             initialize_head=True,
             head_node_args={
@@ -144,7 +149,6 @@ def ray_cluster() -> Iterator[RayCluster]:
                 "dashboard_agent_listen_port": None,
             },
         )
-        write_ray_address(cluster.address, temp_dir)
         try:
             for model in WORKER_ACCELERATORS:
                 cluster.add_node(
@@ -172,7 +176,7 @@ def ray_cluster() -> Iterator[RayCluster]:
             ray.shutdown()
             cluster.shutdown()
             if os.environ.get("CUBERAY_KEEP_RAY_TMP") != "1":
-                shutil.rmtree(temp_dir, ignore_errors=True)
+                shutil.rmtree(root, ignore_errors=True)
         _reload_ray_auth_config()
 
 

@@ -260,3 +260,18 @@ def test_unusable_database_urls_say_how_to_write_one() -> None:
         Store("not a url")
     with pytest.raises(SpecError, match="'nosuchdb://h/db' is not usable"):
         Store("nosuchdb://h/db")
+
+
+def test_a_version_1_database_is_migrated_in_place_and_keeps_its_jobs(tmp_path: Path) -> None:
+    url = default_url(tmp_path / "storage")
+    with Store(url) as s:
+        s.add_job(job(1))
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:  # make it a database as version 1 wrote it
+        conn.execute("ALTER TABLE jobs DROP COLUMN checkpoint_time")
+        conn.execute("UPDATE schema_version SET version = 1")
+    with Store(url) as s:
+        assert s.get_job("vision-mnist-ddp-1").checkpoint_time is None
+        assert s.update_job("vision-mnist-ddp-1", checkpoint_time=1234.5).checkpoint_time == 1234.5
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)

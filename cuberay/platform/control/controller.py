@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 import ray
@@ -36,6 +34,7 @@ from ray._private import state as ray_state
 
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.launcher import (
     STOPPED,
@@ -46,15 +45,14 @@ from cuberay.platform.control.launcher import (
 )
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
-from cuberay.platform.control.records import QueueEntry, TenantUsage
-from cuberay.platform.control.store import EventRecord, JobRecord, Store
+from cuberay.platform.control.store import JobRecord, Store
+from cuberay.platform.control.views import Views
 from cuberay.platform.policy.admission import (
     Admit,
     ClusterState,
     Preempt,
     Reserve,
     RunningJob,
-    queue_order,
     schedule,
 )
 from cuberay.platform.policy.fit import check_job, platform_policy, tenant_quotas
@@ -70,8 +68,9 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller:
-    """The actor's body (``ray.remote`` is applied by :func:`install`)."""
+class Controller(Views, DriverAPI):
+    """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
+    come from the :class:`Views` and :class:`DriverAPI` mixins."""
 
     async def __init__(self, platform: Mapping[str, Any]) -> None:
         self.platform = load_platform(dict(platform))
@@ -117,6 +116,7 @@ class Controller:
             if nodes and all(n in self.ledger.nodes for n in nodes):
                 try:
                     self.state.start(rec.id, nodes, rec.start_time or now)
+                    self.state.running[rec.id].checkpoint_time = rec.checkpoint_time
                 except ValueError:
                     nodes = []
             else:
@@ -210,7 +210,7 @@ class Controller:
         nodes = ", ".join(sorted({conv.short(n) for n in d.node_ids}))
         reason = f"{d.reason} on node(s) {nodes}"
         self.store.update_job(d.job_id, state=JobState.ADMITTED, allocation=conv.allocation_of(d.node_ids),
-                              attempts=attempt, reason=reason, start_time=now, end_time=None,
+                              attempts=attempt, reason=reason, start_time=now, end_time=None, checkpoint_time=None,
                               submission_id=None if rec.driver == "launcher" else rec.submission_id)
         self.store.add_event("admitted", f"attempt {attempt}: {len(run.allocation.slots)} worker(s) {reason}",
                              d.job_id)
@@ -399,105 +399,3 @@ class Controller:
             ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {user}", time.time())
             await self.drivers.stop_pending()
             return ended
-
-    async def status(self, ref: str) -> JobRecord:
-        rec = self.store.find_job(ref)
-        return self._live(rec)
-
-    def _live(self, rec: JobRecord) -> JobRecord:
-        reason = self.waits.get(rec.id)
-        return rec.model_copy(update={"reason": reason}) if reason and not rec.state.is_terminal else rec
-
-    async def list_jobs(self, tenant: str | None = None, states: list[str] | None = None,
-                        limit: int | None = None) -> list[JobRecord]:
-        return [self._live(r) for r in self.store.list_jobs(tenant, states, limit)]
-
-    async def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
-        return self.store.events(job_id, limit)
-
-    async def logs(self, ref: str) -> tuple[str, bool]:
-        """(the current attempt's driver log, whether the job is terminal)."""
-        rec = self.store.find_job(ref)
-        if not rec.submission_id:
-            return "", rec.state.is_terminal
-        return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
-
-    # ------------------------------------------------------------------ API: views
-
-    async def queue(self, tenant: str | None = None) -> list[QueueEntry]:
-        records = {r.id: r for r in self.store.list_jobs(tenant, _ACTIVE)}
-        return conv.queue_entries(self.state, queue_order(self.state), records, self.waits, tenant)
-
-    async def tenants(self) -> list[TenantUsage]:
-        return conv.tenant_usages(self.platform, self.state)
-
-    async def running(self) -> dict[str, list[str]]:
-        """Job id -> node id per worker, for every job holding an allocation now."""
-        return {job_id: run.allocation.node_ids for job_id, run in self.state.running.items()}
-
-    async def nodes(self) -> list[dict[str, Any]]:
-        """The ledger's nodes: capacity, free (after cuberay and foreign use), labels."""
-        return [{"node_id": n.id, "capacity": dict(n.capacity), "free": dict(n.free), "labels": dict(n.labels)}
-                for n in self.ledger.nodes.values()]
-
-    async def ping(self) -> dict[str, Any]:
-        return {"platform": self.platform.metadata.name, "database": self.store.url,
-                "dashboard_url": self.drivers.launcher.dashboard_url, "ticks": self._ticks,
-                "drivers": self.drivers.info(),
-                "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
-
-    async def dashboard_url(self) -> str:
-        return self.drivers.launcher.dashboard_url
-
-    async def platform_spec(self) -> dict[str, Any]:
-        return self.platform.model_dump(mode="json")
-
-    # ------------------------------------------------------------------ API: drivers
-
-    async def admission(self, job_id: str) -> dict[str, Any]:
-        """For an external driver (and a heartbeat from it): state, queue position, reason, attempt."""
-        rec = self.store.get_job(job_id)
-        if rec.driver == "external" and not rec.state.is_terminal:
-            self.drivers.contact[job_id] = time.time()
-        position = None
-        if rec.state.is_waiting:
-            order = [j.id for j in queue_order(self.state)]
-            position = order.index(job_id) + 1 if job_id in order else None
-        reason = self.waits.get(job_id) or rec.message or rec.reason
-        return {"state": rec.state.value, "position": position, "reason": reason, "attempt": rec.attempts}
-
-    async def job_context(self, job_id: str, submission_id: str | None = None) -> dict[str, Any]:
-        """What a driver needs to run the job's current attempt; marks an external job RUNNING."""
-        rec = self.store.get_job(job_id)
-        if not rec.state.holds_resources:
-            raise CuberayError(f"job {job_id} is {rec.state.value}, not admitted, so there is nothing to run; "
-                               f"check it with `cuberay status {job_id}`")
-        if rec.driver == "launcher" and submission_id and rec.submission_id and submission_id != rec.submission_id:
-            raise CuberayError(f"this driver ({submission_id}) is a stale attempt of {job_id}; the current "
-                               f"attempt is {rec.submission_id}")
-        if rec.driver == "external":
-            self.drivers.contact[job_id] = time.time()
-            if rec.state == JobState.ADMITTED:
-                rec = self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
-                                            reason="running in its external driver")
-                self.store.add_event("started", "external driver started its run", job_id)
-        tenant = self.platform.tenant(rec.tenant)
-        run_id = rec.submission_id or f"{job_id}-{rec.attempts}"
-        return {"record": rec, "spec": rec.spec, "node_ids": conv.node_ids_of(rec.allocation),
-                "identity": conv.identity(rec, run_id), "attempt": rec.attempts,
-                "storage_path": str(Path(tenant.storage or self.platform.storage_path() / tenant.name)
-                                    .expanduser())}
-
-    async def finished(self, job_id: str, ok: bool, message: str = "", attempt: int | None = None) -> JobRecord:
-        """An external driver's report of its run's end."""
-        async with self._lock:
-            rec = self.store.get_job(job_id)
-            if rec.state.is_terminal or not rec.state.holds_resources or \
-                    (attempt is not None and attempt != rec.attempts):
-                return rec  # a stale report (preempted or cancelled meanwhile)
-            now = time.time()
-            if ok:
-                return self._end(job_id, JobState.SUCCEEDED, message or "driver reported success", now)
-            self._failed(rec, message or "driver reported failure", now)
-            return self.store.get_job(job_id)
-

@@ -7,6 +7,14 @@ sessions' clusters included, so cuberay starts its head as ``ray start --head
 exactly that group. Ports are picked free, so a Ray already running here on
 the defaults (6379, 8265, 52365) is left alone.
 
+The head gets a temp dir of its own (``--temp-dir``, under Ray's default
+root ``$RAY_TMPDIR`` else ``$TMPDIR`` else ``/tmp``): Ray's job supervisor
+hands every job driver the address found in ``<temp dir>/ray_current_cluster``,
+and in the shared ``/tmp/ray`` any other Ray started on the machine overwrites
+that file. The address is also written to the default ``<root>/ray/`` file
+(created if missing), as ``ray start`` does, so a user's plain ``ray.init()``
+finds this head.
+
 Ray 2.60 turns token authentication on for local clusters: the head gets
 ``RAY_AUTH_MODE=token`` and the token in ``~/.ray/auth_token`` (generated
 first with ``ray get-auth-token --generate`` when missing); this process sets
@@ -17,10 +25,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -114,18 +124,48 @@ def start(log_dir: Path) -> dict[str, Any]:
     port, dashboard_port = _free_port(), _free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_file = log_dir / "ray-head.log"
+    temp_dir = _private_temp_dir()
     command = [*_ray_cli(), "start", "--head", "--block", f"--node-ip-address={ip}", f"--port={port}",
+               f"--temp-dir={temp_dir}",
                "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
                "--dashboard-agent-listen-port=0", "--disable-usage-stats"]
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     state = {"pid": proc.pid, "pgid": proc.pid, "address": f"{ip}:{port}",
-             "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time()}
+             "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time(),
+             "temp_dir": temp_dir}
     home().mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))
     _wait_listening(proc, ip, port, log_file)
+    _publish_address(state["address"])
     return state
+
+
+# Ray puts Unix sockets at <temp dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store, and a socket
+# path has at most 107 bytes: that leaves this much for the temp dir itself.
+_MAX_TEMP_DIR = 107 - len("/session_2026-11-30_10-47-48_926526_4194304/sockets/plasma_store")
+
+
+def _private_temp_dir() -> str:
+    """A new temp dir for the head under Ray's default root, or under /tmp where that root is too long."""
+    from ray._common.utils import get_default_system_temp_dir
+
+    root = Path(get_default_system_temp_dir())
+    if len(str(root)) + len("/crXXXXXXXX") > _MAX_TEMP_DIR:
+        root = Path("/tmp")
+    root.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix="cr", dir=root)
+
+
+def _publish_address(address: str) -> None:
+    """Write the head's address where a plain ``ray.init()`` looks for it (Ray's default temp dir)."""
+    from ray._common.utils import get_default_ray_temp_dir
+    from ray._private.utils import write_ray_address
+
+    default = get_default_ray_temp_dir()
+    os.makedirs(default, exist_ok=True)
+    write_ray_address(address, default)
 
 
 def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) -> None:
@@ -163,4 +203,6 @@ def stop() -> bool:
         if not _alive(pgid):
             break
     state_path().unlink(missing_ok=True)
+    if state.get("temp_dir"):
+        shutil.rmtree(state["temp_dir"], ignore_errors=True)
     return True

@@ -26,6 +26,7 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    update,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
@@ -35,7 +36,11 @@ from sqlalchemy.pool import StaticPool
 from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform.policy.states import JobState
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Each step takes a database from version N to N+1 (key N), in one transaction.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE jobs ADD COLUMN checkpoint_time DOUBLE PRECISION",),  # last checkpoint a run reported
+}
 DB_FILENAME = "cuberay.db"
 
 # Lengths keep every column indexable on MySQL too; 253 is the longest DNS name Kubernetes allows.
@@ -83,6 +88,8 @@ class JobRecord(BaseModel):
     attained_gpu_s: float = Field(default=0.0, description="GPU-seconds of service so far.")
     gpus: float = Field(default=0.0, description="Total GPUs of the gang.")
     message: str | None = Field(default=None, description="Final message or error.")
+    checkpoint_time: float | None = Field(
+        default=None, description="When the current run last reported a checkpoint (epoch s); None if never.")
 
 
 class EventRecord(BaseModel):
@@ -146,6 +153,7 @@ class _JobRow(_Base):
     attained_gpu_s: Mapped[float] = mapped_column(Double)
     gpus: Mapped[float] = mapped_column(Double)
     message: Mapped[str | None] = mapped_column(Text)
+    checkpoint_time: Mapped[float | None] = mapped_column(Double)
 
 
 class _EventRow(_Base):
@@ -244,10 +252,20 @@ class Store:
             except IntegrityError:  # another process recorded it first
                 pass
             seen = self._recorded_version()
+        while seen in _MIGRATIONS:
+            seen = self._migrate(seen)
         if seen != SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"database {self._where} has schema version {seen}; this cuberay expects "
                 f"{SCHEMA_VERSION}. Upgrade cuberay, or point platform.spec.database at a new file")
+
+    def _migrate(self, version: int) -> int:
+        """Apply the step from ``version`` to ``version + 1``; returns the new version."""
+        with self._engine.begin() as conn:
+            for statement in _MIGRATIONS[version]:
+                conn.exec_driver_sql(statement)
+            conn.execute(update(_SchemaVersionRow).where(_SchemaVersionRow.id == 1).values(version=version + 1))
+        return version + 1
 
     def _recorded_version(self) -> int | None:
         with self._sessions() as session:

@@ -1,0 +1,84 @@
+"""The controller's API for job drivers: where a job stands, what to run, checkpoints, how a run ended.
+
+A mixin of :class:`cuberay.platform.control.controller.Controller`. The launcher's
+drivers (``python -m cuberay.run <job-id>``) and external drivers (``ray job submit
+-- cuberay run FILE``) call these; an external driver's calls double as heartbeats.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from cuberay.errors import CuberayError
+from cuberay.platform.control import convert as conv
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.admission import queue_order
+from cuberay.platform.policy.states import JobState
+
+
+class DriverAPI:
+    """Drivers' calls; the controller supplies store, state, waits, drivers, platform, _lock, _end and _failed."""
+
+    async def admission(self, job_id: str) -> dict[str, Any]:
+        """For an external driver (and a heartbeat from it): state, queue position, reason, attempt."""
+        rec = self.store.get_job(job_id)
+        if rec.driver == "external" and not rec.state.is_terminal:
+            self.drivers.contact[job_id] = time.time()
+        position = None
+        if rec.state.is_waiting:
+            order = [j.id for j in queue_order(self.state)]
+            position = order.index(job_id) + 1 if job_id in order else None
+        reason = self.waits.get(job_id) or rec.message or rec.reason
+        return {"state": rec.state.value, "position": position, "reason": reason, "attempt": rec.attempts}
+
+    async def job_context(self, job_id: str, submission_id: str | None = None) -> dict[str, Any]:
+        """What a driver needs to run the job's current attempt; marks an external job RUNNING."""
+        rec = self.store.get_job(job_id)
+        if not rec.state.holds_resources:
+            raise CuberayError(f"job {job_id} is {rec.state.value}, not admitted, so there is nothing to run; "
+                               f"check it with `cuberay status {job_id}`")
+        if rec.driver == "launcher" and submission_id and rec.submission_id and submission_id != rec.submission_id:
+            raise CuberayError(f"this driver ({submission_id}) is a stale attempt of {job_id}; the current "
+                               f"attempt is {rec.submission_id}")
+        if rec.driver == "external":
+            self.drivers.contact[job_id] = time.time()
+            if rec.state == JobState.ADMITTED:
+                rec = self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
+                                            reason="running in its external driver")
+                self.store.add_event("started", "external driver started its run", job_id)
+        tenant = self.platform.tenant(rec.tenant)
+        run_id = rec.submission_id or f"{job_id}-{rec.attempts}"
+        return {"record": rec, "spec": rec.spec, "node_ids": conv.node_ids_of(rec.allocation),
+                "identity": conv.identity(rec, run_id), "attempt": rec.attempts,
+                "storage_path": str(Path(tenant.storage or self.platform.storage_path() / tenant.name)
+                                    .expanduser())}
+
+    async def finished(self, job_id: str, ok: bool, message: str = "", attempt: int | None = None) -> JobRecord:
+        """An external driver's report of its run's end."""
+        async with self._lock:
+            rec = self.store.get_job(job_id)
+            if rec.state.is_terminal or not rec.state.holds_resources or \
+                    (attempt is not None and attempt != rec.attempts):
+                return rec  # a stale report (preempted or cancelled meanwhile)
+            now = time.time()
+            if ok:
+                return self._end(job_id, JobState.SUCCEEDED, message or "driver reported success", now)
+            self._failed(rec, message or "driver reported failure", now)
+            return self.store.get_job(job_id)
+
+    async def checkpointed(self, job_id: str, attempt: int, when: float | None = None) -> None:
+        """A running attempt saved a checkpoint: a preemption now loses only the work since ``when``.
+
+        Preemption picks its victims by least work lost, so the time matters; a job that never reports one
+        counts from its start.
+        """
+        when = time.time() if when is None else when
+        async with self._lock:
+            run = self.state.running.get(job_id)
+            rec = self.store.get_job(job_id)
+            if run is None or rec.attempts != attempt:
+                return  # a stale report: the attempt was preempted or ended meanwhile
+            run.checkpoint_time = when
+            self.store.update_job(job_id, checkpoint_time=when)
