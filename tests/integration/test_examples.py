@@ -1,9 +1,9 @@
 """Every example in configs/jobs/ of a kind that runs is submitted to a live platform and succeeds.
 
-The examples name the tenants of configs/platform.yaml; here they run in the
-test platform's tenant ``a`` (same specs otherwise). Kinds that do not run yet
-are refused at submit, and the list below says which example files those are,
-so an example added without a test fails here.
+They run as written, on a controller installed with configs/platform.yaml (its
+storage moved to a scratch directory), each submitted by a member of its tenant.
+Kinds that do not run are refused at submit; an example of a kind this test
+does not know fails it.
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from cuberay.platform import client
+from cuberay.platform import client, demo
 from cuberay.platform.policy.states import JobState
-from cuberay.platform.spec import load_spec
+from cuberay.platform.spec import load_platform, load_spec
+from tests.integration.conftest import _empty_platform
 from tests.support import wait_for
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "jobs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+EXAMPLES = CONFIGS / "jobs"
 RUNNABLE = {"TrainJob", "Task"}
 
 
@@ -31,10 +33,21 @@ def test_every_example_is_classified() -> None:
     assert any(k in RUNNABLE for k in kinds.values())
 
 
+@pytest.fixture
+def example_platform(ray_cluster, job_client, tmp_path: Path):
+    """The controller with the example platform file's tenants and quotas."""
+    source = demo.scratch_platform(CONFIGS / "platform.yaml", tmp_path)
+    client.install(load_platform(source).model_dump(mode="json"), address=ray_cluster.address, replace=True)
+    try:
+        yield load_platform(source)
+    finally:
+        _empty_platform(client, job_client)
+
+
 @pytest.mark.timeout(900)
-def test_runnable_examples_succeed(platform) -> None:
+def test_runnable_examples_succeed(example_platform) -> None:
     jobs = [load_spec(p) for p in _examples() if load_spec(p).kind in RUNNABLE]
-    refs = [client.submit(job.with_tenant("a"), user=platform.user) for job in jobs]
+    refs = [client.submit(job, user=demo.submitter(example_platform, job.tenant)) for job in jobs]
 
     def done() -> dict | None:
         records = {r.id: client.status(r.id) for r in refs}
