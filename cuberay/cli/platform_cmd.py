@@ -36,12 +36,12 @@ def up(
     err = error_console()
     with err.status(f"starting the cuberay controller on {where} ..."):
         url = client.up(str(platform) if platform else None, address)
-    env = ray_job_env(url, local=address is None)
     if output != Format.table:
-        emit({"dashboard_url": url, "ray_job_env": env}, output)
+        emit({"dashboard_url": url}, output)
         return
     print(f"Ray dashboard: {url}")
-    err.print(next_steps(env, _example_job()), highlight=False, soft_wrap=True)
+    err.print(next_steps(ray_job_env(url, local=address is None), _example_job()), highlight=False,
+              soft_wrap=True)
 
 
 def _example_job() -> str:
