@@ -22,6 +22,7 @@ from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform, load_platform
 
+
 def _tenant() -> Any:
     return typer.Option(None, "--tenant", "-t", help="Tenant to submit to (default: the spec's, else your only one).")
 

@@ -18,7 +18,6 @@ from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Job, Platform, Tenant
 
-
 # The kinds the runner can run (cuberay/platform/runner.py dispatch). Submit refuses the others, so a job
 # never waits in the queue and holds quota only to fail when its turn comes. A kind joins when it runs.
 RUNNABLE_KINDS = ("TrainJob", "Task")
