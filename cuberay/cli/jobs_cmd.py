@@ -15,18 +15,12 @@ from typing import Any, Optional
 import typer
 
 from cuberay.cli import app, progress, views
-from cuberay.cli.output import Format, emit, error_console
+from cuberay.cli.output import Format, emit, error_console, out_option, output_option
 from cuberay.errors import AdmissionError, JobFailedError, NotFoundError, SpecError
 from cuberay.platform import client, runner
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform, load_platform
-
-OUTPUT_HELP = "table | json | yaml (json/yaml: the API's records, nothing else on stdout)."
-
-
-def _output() -> Any:  # a typer OptionInfo, used as a parameter default
-    return typer.Option(Format.table, "--output", "-o", "--format", help=OUTPUT_HELP)
 
 
 def _tenant() -> Any:
@@ -40,7 +34,7 @@ def submit(
                               help="Follow the job until it ends; exit 1 if it FAILED, 0 if it SUCCEEDED or was "
                                    "CANCELLED."),
     tenant: Optional[str] = _tenant(),
-    output: Format = _output(),
+    output: Format = output_option(),
 ) -> None:
     """Queue the job in FILE and print its id. Exit 2 on a spec error, 3 if admission refuses it."""
     ref = client.submit(file, tenant, user=client.current_user())
@@ -103,7 +97,7 @@ def run(
 @app.command()
 def queue(
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant."),
-    output: Format = _output(),
+    output: Format = output_option(),
 ) -> None:
     """Running and waiting jobs per tenant, with each waiting job's position and reason."""
     entries = client.queue(tenant)
@@ -119,7 +113,7 @@ def queue(
 @app.command()
 def status(
     job: str = typer.Argument(..., metavar="JOB", help="Job id (or a unique job name)."),
-    output: Format = _output(),
+    output: Format = output_option(),
 ) -> None:
     """A job's state, reason and message. Exit 4 if there is no such job."""
     record = client.status(job)
@@ -143,7 +137,7 @@ def logs(
 @app.command()
 def cancel(
     job: str = typer.Argument(..., metavar="JOB", help="Job id (or a unique job name)."),
-    output: Format = _output(),
+    output: Format = output_option(),
 ) -> None:
     """Cancel a waiting or running job (its resources are freed). Exit 4 if there is no such job."""
     record = client.cancel(job)
@@ -160,8 +154,7 @@ app.add_typer(history_app, name="history")
 
 @history_app.command("export")
 def history_export(
-    out: str = typer.Option("-", "--output", "-o", metavar="FILE",
-                            help="CSV file to write (default: stdout)."),
+    out: Optional[Path] = out_option("CSV file to write (default: stdout).", metavar="FILE"),
     platform: Optional[Path] = typer.Option(
         None, "--platform", "-p", metavar="FILE",
         help="Platform file whose database to read (default: configs/platform.yaml, as `cuberay up`)."),
@@ -173,15 +166,15 @@ def history_export(
     url = _database_url(load_platform(client.find_platform_file(platform)))
     with Store(url) as store:
         records = store.finished_jobs()
-    if out == "-":
+    if out is None:
         count = export_trace(records, sys.stdout)
     else:
         try:
             with open(out, "w", encoding="utf-8", newline="") as handle:
                 count = export_trace(records, handle)
         except OSError as exc:
-            raise SpecError(f"cannot write {out}: {exc.strerror}; pick a writable path") from None
-    error_console().print(f"exported {count} finished job(s)" + ("" if out == "-" else f" to {out}"),
+            raise SpecError(f"cannot write {out}: {exc.strerror}; pick a writable --out path") from None
+    error_console().print(f"exported {count} finished job(s)" + ("" if out is None else f" to {out}"),
                           highlight=False)
 
 

@@ -12,7 +12,7 @@ from rich.live import Live
 from rich.text import Text
 
 from cuberay.cli import app, views
-from cuberay.cli.output import Format, emit, error_console
+from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.errors import JobFailedError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
@@ -29,7 +29,7 @@ def up(
     address: Optional[str] = typer.Option(
         None, "--address", metavar="ADDR",
         help="Install the controller on this running Ray cluster instead of starting a local one."),
-    output: Format = typer.Option(Format.table, "--output", "-o", "--format", help="table | json | yaml."),
+    output: Format = output_option(),
 ) -> None:
     """Start a local Ray head with its dashboard and the cuberay controller; print the dashboard URL."""
     where = f"the Ray cluster at {address}" if address else "a local Ray head"
@@ -40,8 +40,38 @@ def up(
         emit({"dashboard_url": url}, output)
         return
     print(f"Ray dashboard: {url}")
-    err.print("cuberay is up. Next: `cuberay tenants`, `cuberay submit configs/jobs/train-ddp.yaml --wait`, "
-              "`cuberay queue`; stop with `cuberay down`.", highlight=False)
+    err.print(next_steps(ray_job_env(url, local=address is None), _example_job()), highlight=False,
+              soft_wrap=True)
+
+
+def _example_job() -> str:
+    """An example spec by absolute path: a Ray Job's driver does not start in the caller's directory."""
+    task = Path("configs/jobs/task.yaml")
+    return str(task.resolve()) if task.is_file() else "/path/to/job.yaml"
+
+
+def ray_job_env(dashboard_url: str, *, local: bool) -> dict[str, str]:
+    """What a shell needs for `ray job submit` against this head: its address and, for the local head, token auth.
+
+    The head that `cuberay up` starts uses Ray's token authentication; Ray's own
+    CLI sends the token (from ~/.ray/auth_token) only when RAY_AUTH_MODE=token.
+    """
+    return {"RAY_AUTH_MODE": "token", "RAY_ADDRESS": dashboard_url} if local else {"RAY_ADDRESS": dashboard_url}
+
+
+def next_steps(env: dict[str, str], example: str) -> str:
+    """The block `cuberay up` ends with: commands that work as written on the bundled local platform."""
+    exports = "\n".join(f"  export {key}={value}" for key, value in env.items())
+    auth = "" if "RAY_AUTH_MODE" in env else \
+        "\n  (and export RAY_AUTH_MODE=token if that cluster uses Ray's token authentication)"
+    return ("cuberay is up. Next:\n"
+            "  cuberay tenants\n"
+            "  cuberay submit configs/jobs/train-ddp.yaml --wait\n"
+            "  cuberay queue\n"
+            "For `ray job submit -- cuberay run FILE`, first paste into your shell:\n"
+            f"{exports}{auth}\n"
+            f"  ray job submit -- cuberay run {example}\n"
+            "Stop with `cuberay down`.")
 
 
 @app.command()
@@ -53,7 +83,7 @@ def down() -> None:
 
 @app.command()
 def tenants(
-    output: Format = typer.Option(Format.table, "--output", "-o", "--format", help="table | json | yaml."),
+    output: Format = output_option(),
 ) -> None:
     """Each tenant's guaranteed and max quota, what it uses now, and how much of that is borrowed."""
     usages = client.tenants()

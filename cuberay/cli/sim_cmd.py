@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import typer
 
 from cuberay.cli import app
-from cuberay.cli.output import Format, emit, error_console
+from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.errors import SpecError
 from cuberay.platform.policy.fit import tenant_quotas
 from cuberay.platform.policy.scheduling import POLICIES, TenantQuota
@@ -66,7 +66,8 @@ def sim(
     trace: Path = typer.Argument(..., metavar="TRACE", help="Trace CSV: Philly (timestamp,duration,num_gpus,"
                                  "gpu_time,cluster) or generic (submit_time,duration,gpus[,cpus,memory,workers,"
                                  "tenant,priority]; gpus per worker, may be fractional)."),
-    fmt: Optional[TraceFormat] = typer.Option(None, "--format", help="philly | generic (default: from the header)."),
+    fmt: Optional[TraceFormat] = typer.Option(None, "--trace-format",
+                                              help="philly | generic (default: from the header)."),
     start: Optional[str] = typer.Option(None, "--start", help="First submission to replay: a date (2017-10-01, "
                                         "Philly) or seconds/duration from the trace start (3600, 7d)."),
     end: Optional[str] = typer.Option(None, "--end", help="Replay submissions before this: a date (a bare date "
@@ -93,7 +94,7 @@ def sim(
                                      "job starts again."),
     plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png", help="Write JCT CDF, GPU allocation "
                                         "and queue length plots (needs matplotlib)."),
-    output: Format = typer.Option(Format.table, "--output", "-o", help="table | json | yaml."),
+    output: Format = output_option(),
 ) -> None:
     """Replay TRACE on a simulated cluster through the real admission code; compare policies side by side."""
     names = _policy_names(policies)

@@ -6,13 +6,14 @@ import enum
 import getpass
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import typer
 import yaml
 
 from cuberay.cli import app
-from cuberay.cli.output import Format, emit, error_console
+from cuberay.cli.importable import import_paths, import_problem
+from cuberay.cli.output import Format, emit, error_console, out_option, output_option, write_text
 from cuberay.errors import CuberayError, SpecError
 from cuberay.platform.policy.fit import check_job
 from cuberay.platform.spec import (
@@ -22,6 +23,7 @@ from cuberay.platform.spec import (
     load_platform,
     platform_schema,
 )
+from cuberay.platform.spec.load import read_documents
 from cuberay.platform.spec.resources import format_resources
 
 spec_app = typer.Typer(help="Validate job and platform files; export their JSON Schema for editors.",
@@ -36,14 +38,19 @@ class SchemaKind(str, enum.Enum):
 
 @spec_app.command("validate")
 def validate(
-    files: list[Path] = typer.Argument(..., metavar="FILE...", help="Job or platform YAML files (kind decides)."),
+    files: list[Path] = typer.Argument(..., metavar="FILE...",
+                                       help="Job, platform or simulator cluster YAML files (the content decides)."),
     platform: Optional[Path] = typer.Option(
         None, "--platform", "-p", metavar="FILE",
         help="Platform file: also check each job's tenant exists and that the job could ever fit the tenant's "
              "max quota and the node pools (exit 3 if not)."),
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t",
                                          help="Tenant for jobs (overrides metadata.tenant; needs --platform)."),
-    output: Format = typer.Option(Format.table, "--output", "-o", "--format", help="table | json | yaml."),
+    import_check: bool = typer.Option(
+        True, "--import-check/--no-import-check",
+        help="Check that each entrypoint/import_path module can be found here and defines the name "
+             "(--no-import-check: for specs whose code lives on another machine)."),
+    output: Format = output_option(),
 ) -> None:
     """Validate FILEs; print one "ok:" line per document. Exit 2 on a spec error, 3 if a job can never fit."""
     plat = load_platform(platform) if platform else None
@@ -53,7 +60,7 @@ def validate(
     failures: list[CuberayError] = []
     for file in files:
         try:
-            records += [_record(doc, str(file), plat, tenant) for doc in load_documents(file)]
+            records += _file_records(file, plat, tenant, import_check)
         except CuberayError as exc:
             failures.append(exc)
     if output == Format.table:
@@ -67,12 +74,36 @@ def validate(
         raise failures[-1]
 
 
-def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None) -> dict[str, Any]:
+def _file_records(file: Path, plat: Platform | None, tenant: str | None, import_check: bool) -> list[dict[str, Any]]:
+    if _is_cluster_file(file):
+        return [_cluster_record(file)]
+    return [_record(doc, str(file), plat, tenant, import_check) for doc in load_documents(file)]
+
+
+def _is_cluster_file(file: Path) -> bool:
+    """A simulator cluster file (``nodes: [...]``, no kind), as ``cuberay sim --cluster`` reads."""
+    docs = read_documents(file)
+    return len(docs) == 1 and isinstance(docs[0].data, Mapping) and "kind" not in docs[0].data \
+        and "nodes" in docs[0].data
+
+
+def _cluster_record(file: Path) -> dict[str, Any]:
+    from cuberay.platform.sim.cluster import load_cluster
+
+    nodes = load_cluster(file)
+    gpus = sum(n.capacity.get("GPU", 0.0) for n in nodes)
+    return {"file": str(file), "kind": "Cluster", "name": file.stem,
+            "summary": f"cluster for `cuberay sim`, {len(nodes)} nodes, {gpus:g} GPUs"}
+
+
+def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None, import_check: bool) -> dict[str, Any]:
     if isinstance(doc, Platform):
         tenants = ", ".join(t.name for t in doc.tenants)
         pools = len(doc.spec.node_pools)
         summary = f"Platform {doc.metadata.name}, {len(doc.tenants)} tenants: {tenants}; {pools} node pools"
         return {"file": file, "kind": "Platform", "name": doc.metadata.name, "summary": summary}
+    if import_check:
+        check_imports(doc, file)
     if plat is not None:
         if tenant:
             doc = doc.with_tenant(tenant)
@@ -86,26 +117,33 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None) -> d
             "per_worker": per_worker, "summary": f"{doc.kind} {doc.name}{where}, {workers} workers x {per_worker}"}
 
 
+def check_imports(job: Any, file: str | None = None) -> None:
+    """SpecError naming the field when an entrypoint/import_path of ``job`` cannot be imported here."""
+    for field, target in import_paths(job.model_dump(mode="json")):
+        problem = import_problem(target)
+        if problem:
+            raise SpecError(f"{target!r}: {problem}. Fix the path (package.module:name), install the package "
+                            f"that provides it, or run from the directory that holds it; pass --no-import-check "
+                            f"if this spec is meant for another machine", file=file, path=field)
+
+
 @spec_app.command("schema")
 def schema(
     kind: SchemaKind = typer.Option(SchemaKind.job, "--kind", "-k", help="job (any job kind) or platform."),
-    output: Optional[str] = typer.Option(
-        None, "--output", "-o", metavar="FORMAT|FILE",
-        help="json (default) or yaml to stdout, or a file path (.json, or .yaml/.yml for YAML)."),
+    output: Optional[Format] = output_option(
+        None, help="json or yaml (default: json, or YAML for an --out file named .yaml/.yml); no table form."),
+    out: Optional[Path] = out_option("Write the schema to this file instead of stdout.", metavar="FILE"),
 ) -> None:
     """Print the JSON Schema of job or platform files (for yaml-language-server and other editors)."""
     data = job_schema() if kind == SchemaKind.job else platform_schema()
-    target = output or "json"
-    if target == Format.table.value:
-        raise SpecError("a schema cannot be a table; use -o json, -o yaml or -o FILE")
-    as_yaml = target == "yaml" or target.endswith((".yaml", ".yml"))
+    if output == Format.table:
+        raise SpecError("a schema cannot be a table; use -o json or -o yaml (and --out FILE to write a file)")
+    if output is None:
+        output = Format.yaml if out is not None and out.suffix in (".yaml", ".yml") else Format.json
+    as_yaml = output == Format.yaml
     text = yaml.safe_dump(data, sort_keys=False) if as_yaml else json.dumps(data, indent=2) + "\n"
-    if target in ("json", "yaml"):
+    if out is None:
         print(text, end="")
         return
-    path = Path(target)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot write {target}: {exc.strerror}; pick a writable path") from None
-    error_console().print(f"wrote the {kind.value} schema to {path}", highlight=False)
+    write_text(out, text)
+    error_console().print(f"wrote the {kind.value} schema to {out}", highlight=False)

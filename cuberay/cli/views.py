@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from rich.table import Table
 
+from cuberay.cli.output import make_table
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec.resources import format_resources
 
@@ -108,9 +109,4 @@ def tenant_rows(usages: Iterable[Any]) -> list[dict[str, str]]:
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], title: str | None = None) -> Table:
     """A rich Table of ``rows`` (for live displays; one-shot output goes through ``output.emit``)."""
-    out = Table(title=title, header_style="bold")
-    for col in columns:
-        out.add_column(col.upper().replace("_", " "))
-    for row in rows:
-        out.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
-    return out
+    return make_table(rows, columns, title)

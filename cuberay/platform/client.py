@@ -178,10 +178,15 @@ def down() -> None:
 
 def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
            driver: str = "launcher", submission_id: str | None = None) -> JobRef:
-    """Validate and queue a job (a spec model, a dict, YAML text or a file path)."""
+    """Validate and queue a job (a spec model, a dict, YAML text or a file path).
+
+    Raises SpecError (exit 2) for a kind the platform does not run (``convert.RUNNABLE_KINDS``).
+    """
+    from cuberay.platform.control.convert import require_runnable
     from cuberay.platform.spec import load_spec
 
     job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
+    require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)
     record: JobRecord = _call("submit", job.model_dump(mode="json"), tenant, user or current_user(),
                               driver, submission_id)
     return JobRef(record.id, record.tenant, record.name)

@@ -7,7 +7,7 @@ so the Ray Job's status tells the controller how it went:
   TrainJob, function mode   Ray Train TorchTrainer, worker i pinned to node i
   TrainJob, command mode    a command gang (placement group pinned per bundle)
   Task                      a command gang
-  TuneJob, ServeApp         not yet (a later issue): exit 1 with the reason
+  other kinds               refused at submit (convert.RUNNABLE_KINDS); a stored one exits 1 with the reason
 
 ``run_file`` is the external driver of ``ray job submit -- cuberay run
 job.yaml``: it registers the job (``driver="external"``, with its own Ray
@@ -84,7 +84,10 @@ def dispatch(ctx: dict[str, Any]) -> int:
         return _train_function(job, ctx)
     if isinstance(job, (TrainJob, Task)):
         return _command_gang(job, ctx)
-    say(f"{job.kind} jobs are not supported by the runner yet (a later issue); nothing was run")
+    from cuberay.platform.control.convert import RUNNABLE_KINDS
+
+    say(f"{job.kind} jobs do not run on this platform (it runs {' and '.join(RUNNABLE_KINDS)} jobs); "
+        f"nothing was run")
     return EXIT_FAILED
 
 
@@ -128,9 +131,11 @@ def run_file(spec_or_path: Any, tenant: str | None = None, *, user: str | None =
     Returns the final record; ``on_wait(entry, record)`` is called whenever the waiting job's position or reason
     changes. ``user`` defaults to the caller (CUBERAY_USER, else the login name).
     """
+    from cuberay.platform.control.convert import require_runnable
     from cuberay.platform.spec import load_spec
 
     job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
+    require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)  # before Ray
     client.connect()
     sid = own_submission_id()
     ref = client.submit(job, tenant, user=user or client.current_user(), driver="external", submission_id=sid)

@@ -229,6 +229,42 @@ def test_queue_and_tenants_tables(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     assert "GUARANTEED" in out and "BORROWED" in out and "unlimited" in out and "CPU=2, memory=4Gi, GPU=2" in out
 
 
+LONG_ID = "vision-a-very-long-job-name-for-the-digits-model-sweep-12"
+LONG_REASON = ("tenant 'vision' is at its max CPU: 2 in use + 3 asked > max 4; it waits until a job of vision "
+               "ends or an admin raises tenants.vision.quota.max.cpu")
+
+
+def _column(lines: list[str], index: int) -> str:
+    """The text of one table column, its wrapped lines joined (rich folds on spaces or inside a long word)."""
+    cells = [line.split("│")[index].strip() for line in lines if line.startswith("│")]
+    return "".join(cells)
+
+
+def test_tables_in_a_pipe_never_cut_ids_and_wrap_reasons(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # what rich assumes when stdout is not a terminal
+    monkeypatch.setattr(client, "queue", lambda tenant=None: [
+        entry(LONG_ID, 1, reason=LONG_REASON), entry("TrainJob-short-1", None, reason="running on 2 workers")])
+    assert main(["queue"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert any(LONG_ID in line for line in lines), out  # the whole id, on one line
+    assert any("TrainJob-short-1" in line for line in lines) and "…" not in out
+    assert LONG_REASON.replace(" ", "") in _column(lines, -2).replace(" ", ""), out  # all of the reason...
+    assert sum(1 for line in lines if "│" in line and line.split("│")[-2].strip()) > 4, out  # ...wrapped
+
+
+def test_tables_fit_the_console_when_the_ids_do(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(client, "status", lambda job: record(LONG_ID, JobState.QUEUED, reason=LONG_REASON))
+    assert main(["status", LONG_ID]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(LONG_ID in line for line in lines)
+    assert LONG_REASON.replace(" ", "") in _column(lines, 2).replace(" ", "")
+
+
 # ------------------------------------------------------------------ history export (a real SQLite store)
 
 
@@ -249,7 +285,7 @@ def test_history_export_writes_finished_jobs_as_a_trace(tmp_path: Path, capsys: 
                              end_time=132.5))
         store.add_job(record("vision-c-1", JobState.RUNNING, name="c", submit_time=140.0, start_time=141.0))
     out = tmp_path / "trace.csv"
-    assert main(["history", "export", "--platform", str(plat), "-o", str(out)]) == 0
+    assert main(["history", "export", "--platform", str(plat), "--out", str(out)]) == 0
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert [(r["submit_time"], r["duration"], r["workers"], r["cpus"], r["tenant"]) for r in rows] == [
         ("0", "40", "2", "1", "vision"), ("30", "1.5", "2", "1", "vision")]
@@ -295,8 +331,11 @@ def test_demo_submits_as_a_member_of_each_tenant(monkeypatch: pytest.MonkeyPatch
 
     plat = load_platform(Path(__file__).resolve().parents[2] / "configs" / "platform.yaml")
     monkeypatch.setattr(client, "current_user", lambda: "somebody-else")
-    assert demo.submitter(plat, "vision") == "alice"      # its admin: the caller is not a member
-    assert demo.submitter(plat, "research") == "somebody-else"  # "*": everyone is a member
+    assert demo.submitter(plat, "vision") == "somebody-else"    # the local platform lets everyone in ("*")
+    assert demo.submitter(plat, "research") == "somebody-else"
+    strict = plat.model_copy(update={"spec": plat.spec.model_copy(update={"tenants": [
+        t.model_copy(update={"members": ["bob"]}) if t.name == "vision" else t for t in plat.tenants]})})
+    assert demo.submitter(strict, "vision") == "alice"          # its admin: the caller is not a member
     monkeypatch.setattr(client, "current_user", lambda: "carol")
     assert demo.submitter(plat, "nlp") == "carol"
 

@@ -1,4 +1,7 @@
-"""The spec model: loading, validation errors (file, field path, fix), platform rules, schema, CLI."""
+"""The spec model: loading, validation errors (file, field path, fix), platform rules, schema.
+
+The `cuberay spec` commands are tested in test_cli_spec.py, the shipped platform's membership in test_cli_up.py.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ import jsonschema
 import pytest
 import yaml
 
-from cuberay.cli import main
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.policy.fit import check_job, platform_ledger
 from cuberay.platform.spec import (
@@ -95,16 +97,6 @@ def test_example_jobs_are_the_documented_ones(repo_root: Path) -> None:
     assert isinstance(load_spec(jobs / "task.yaml"), Task)
     assert isinstance(load_spec(jobs / "tune.yaml"), TuneJob)
     assert isinstance(load_spec(jobs / "serve.yaml"), ServeApp)
-
-
-def test_shipped_platform_has_three_tenants_and_a_wildcard(repo_root: Path) -> None:
-    platform = load_platform(repo_root / "configs" / "platform.yaml")
-    assert [t.name for t in platform.tenants] == ["vision", "nlp", "research"]
-    assert platform.tenants_of("alice") == ["vision", "research"]
-    assert platform.resolve_tenant("alice").name == "vision"
-    assert platform.resolve_tenant("someone-new").name == "research"
-    with pytest.raises(SpecError, match="several tenants"):
-        platform.resolve_tenant("bob")
 
 
 def test_configs_validate_against_the_json_schema(repo_root: Path) -> None:
@@ -465,56 +457,3 @@ def test_schemas_are_valid_and_catch_typos() -> None:
     assert list(validator.iter_errors({**good, "kind": "Nope"}))
     kinds = {s["$ref"].split("/")[-1] for s in job_schema()["oneOf"]}
     assert kinds == {"TrainJob", "TuneJob", "ServeApp", "Task"}
-
-
-# ---------------------------------------------------------------- the CLI
-
-def _good_job(tmp_path: Path, name: str = "good.yaml", **meta: Any) -> Path:
-    return _write(tmp_path, yaml.safe_dump(_job({"workers": 2}, **meta)), name)
-
-
-def test_cli_validate_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    file = _good_job(tmp_path)
-    assert main(["spec", "validate", str(file)]) == 0
-    assert capsys.readouterr().out.strip() == f"ok: {file} (TrainJob job, 2 workers x CPU=1)"
-    assert main(["spec", "validate", str(file), "-o", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)[0]["workers"] == "2"
-
-
-def test_cli_validate_spec_error_exits_2_without_traceback(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    bad = _write(tmp_path, "kind: Task\nmetadata: {name: a}\nspec: {command: ls, workers: 0}\n", "bad.yaml")
-    good = _good_job(tmp_path)
-    assert main(["spec", "validate", str(good), str(bad)]) == 2
-    out, err = capsys.readouterr()
-    assert f"ok: {good}" in out
-    assert f"{bad}: spec.workers:" in err and "Traceback" not in err
-
-
-def test_cli_validate_with_platform(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    platform = _write(tmp_path, yaml.safe_dump(PLATFORM), "platform.yaml")
-    assert main(["spec", "validate", str(platform)]) == 0
-    assert "Platform test, 3 tenants" in capsys.readouterr().out
-    fits = _good_job(tmp_path, tenant="vision")
-    assert main(["spec", "validate", "--platform", str(platform), str(fits)]) == 0
-    too_big = _write(tmp_path, yaml.safe_dump(_job({"workers": 4, "resources": {"gpu": "8"}}, tenant="vision")),
-                     "big.yaml")
-    assert main(["spec", "validate", "--platform", str(platform), str(too_big)]) == 3
-    assert "raise tenants.vision.quota.max.gpu" in capsys.readouterr().err
-    unknown = _good_job(tmp_path, "unknown.yaml", tenant="cv")
-    assert main(["spec", "validate", "-p", str(platform), str(unknown)]) == 2
-    assert main(["spec", "validate", "-p", str(platform), "--tenant", "nlp", str(unknown)]) == 0
-    assert main(["spec", "validate", "--tenant", "nlp", str(unknown)]) == 2
-    err = capsys.readouterr().err
-    assert "unknown tenant 'cv'" in err and "needs --platform" in err
-
-
-def test_cli_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["spec", "schema"]) == 0
-    assert json.loads(capsys.readouterr().out)["title"] == "cuberay job"
-    assert main(["spec", "schema", "--kind", "platform", "-o", "yaml"]) == 0
-    assert "Platform" in yaml.safe_load(capsys.readouterr().out)["title"]
-    target = tmp_path / "job.schema.json"
-    assert main(["spec", "schema", "-o", str(target)]) == 0
-    jsonschema.Draft202012Validator.check_schema(json.loads(target.read_text()))
-    assert main(["spec", "schema", "-o", "table"]) == 2

@@ -10,13 +10,24 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
-from cuberay.errors import AdmissionError
+from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.control.records import JobIdentity, QueueEntry, TenantUsage
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.admission import ClusterState, RunningJob
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Job, Platform, Tenant
+
+# The kinds the runner can run (cuberay/platform/runner.py dispatch). Submit refuses the others, so a job
+# never waits in the queue and holds quota only to fail when its turn comes. A kind joins when it runs.
+RUNNABLE_KINDS = ("TrainJob", "Task")
+
+
+def require_runnable(job: Job, file: str | None = None) -> None:
+    """SpecError (exit 2) for a job of a kind this platform cannot run yet, naming what runs today."""
+    if job.kind not in RUNNABLE_KINDS:
+        raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {' and '.join(RUNNABLE_KINDS)} "
+                        f"jobs. `cuberay spec validate` still checks a {job.kind} file", file=file, path="kind")
 
 
 def live_platform(platform: Platform) -> Platform:

@@ -1,0 +1,105 @@
+"""The newcomer's path: `cuberay up`'s next steps work as written, for whoever runs them on this machine.
+
+``client.up`` (it starts Ray) is the only stand-in; the membership checks run
+the controller's own tenant resolution on the bundled platform file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cuberay.cli import main
+from cuberay.errors import SpecError
+from cuberay.platform import client
+from cuberay.platform.control.convert import resolve_tenant
+from cuberay.platform.spec import load_platform, load_spec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PLATFORM = load_platform(REPO_ROOT / "configs" / "platform.yaml")
+URL = "http://127.0.0.1:8265"
+
+
+@pytest.fixture
+def fake_up(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, str | None]]:
+    calls: list[tuple[str | None, str | None]] = []
+
+    def up(platform_file: str | None = None, address: str | None = None) -> str:
+        calls.append((platform_file, address))
+        return URL
+
+    monkeypatch.setattr(client, "up", up)
+    monkeypatch.chdir(REPO_ROOT)
+    return calls
+
+
+def test_up_prints_the_commands_to_run_next(fake_up: list, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == f"Ray dashboard: {URL}"
+    assert "cuberay submit configs/jobs/train-ddp.yaml --wait" in err
+    # The exact lines `ray job submit` needs against the local head (token auth, the dashboard address).
+    lines = [line.strip() for line in err.splitlines()]
+    assert "export RAY_AUTH_MODE=token" in lines
+    assert f"export RAY_ADDRESS={URL}" in lines
+    submit = next(line for line in lines if line.startswith("ray job submit -- cuberay run "))
+    assert Path(submit.split()[-1]).is_absolute() and Path(submit.split()[-1]).is_file()  # the driver's cwd differs
+    assert "cuberay down" in err
+
+
+def test_up_on_an_existing_cluster_names_its_address(fake_up: list, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", "--address", "10.0.0.1:6379"]) == 0
+    err = capsys.readouterr().err
+    assert f"export RAY_ADDRESS={URL}" in err and "RAY_AUTH_MODE=token if that cluster" in err
+    assert fake_up == [(None, "10.0.0.1:6379")]
+
+
+def test_up_json_is_the_url_only(fake_up: list, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"dashboard_url": URL}
+
+
+def test_readme_live_platform_names_the_same_environment() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    live = readme[readme.index("## Live platform"):readme.index("## Exit codes")]
+    assert "export RAY_AUTH_MODE=token" in live and "export RAY_ADDRESS=" in live
+
+
+# ------------------------------------------------------------------ the bundled platform's membership
+
+@pytest.mark.parametrize("user", ["root", "someone-new", "alice", "carol"])
+def test_every_local_login_may_submit_every_example(user: str) -> None:
+    """`cuberay submit configs/jobs/X.yaml` as any login: the controller's own tenant resolution accepts it."""
+    for path in sorted((REPO_ROOT / "configs" / "jobs").glob("*.yaml")):
+        job = load_spec(path)
+        assert job.tenant is not None, f"{path.name}: examples name their tenant"
+        assert resolve_tenant(PLATFORM, user, job.tenant).name == job.tenant
+
+
+def test_shipped_platform_tenants_and_admins() -> None:
+    assert [t.name for t in PLATFORM.tenants] == ["vision", "nlp", "research"]
+    assert all(t.members == ["*"] for t in PLATFORM.tenants)
+    assert {t.name: t.admins for t in PLATFORM.tenants} == {"vision": ["alice"], "nlp": ["carol"],
+                                                            "research": ["carol"]}
+    assert PLATFORM.tenants_of("root") == ["vision", "nlp", "research"]
+    assert PLATFORM.resolve_tenant("alice").name == "vision"  # an admin gets the tenant they are named in
+    with pytest.raises(SpecError, match="several tenants.*--tenant"):
+        PLATFORM.resolve_tenant("root")  # open to all: a job names its tenant, or --tenant does
+
+
+def test_the_demo_wait_still_comes_from_vision_quota() -> None:
+    """Membership opened up; vision's max CPU (the demo's wait) did not."""
+    vision = PLATFORM.tenant("vision")
+    assert vision.max_resources()["CPU"] == 4
+    ddp, wait = (load_spec(REPO_ROOT / "configs" / "jobs" / f) for f in ("train-ddp.yaml", "demo-wait.yaml"))
+    assert ddp.tenant == wait.tenant == "vision"
+    assert ddp.min_workers * ddp.worker_request().resources["CPU"] + \
+        wait.min_workers * wait.worker_request().resources["CPU"] > vision.max_resources()["CPU"]
+
+
+def test_platform_file_comments_explain_the_choice() -> None:
+    text = (REPO_ROOT / "configs" / "platform.yaml").read_text()
+    assert re.search(r'every tenant takes "\*"', text) and "shared cluster" in text
