@@ -162,7 +162,7 @@ def bench_overhead(probes: int) -> dict[str, Any]:
         return {"median_ms": round(statistics.median(values), 1), "max_ms": round(max(values), 1)}
 
     return {"probes": probes, "decision": summary(decision), "launch_call": summary(launch),
-            "decision_plus_launch_median_ms": round(statistics.median(d + l for d, l in zip(decision, launch)), 1),
+            "decision_plus_launch_median_ms": round(statistics.median(d + la for d, la in zip(decision, launch)), 1),
             "submit_to_running_seen_by_client": summary(to_running),
             "measured": "controller event timestamps: submitted->admitted (admission cycle) and "
                         "admitted->started (Ray Job submit call); client: submit() -> status RUNNING (20 ms polls)"}

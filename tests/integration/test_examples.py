@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuberay.platform import client, demo
+from cuberay.platform.control.convert import RUNNABLE_KINDS
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_platform, load_spec
 from tests.integration.conftest import _empty_platform
@@ -20,7 +21,7 @@ from tests.support import wait_for
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 EXAMPLES = CONFIGS / "jobs"
-RUNNABLE = {"TrainJob", "Task"}
+RUNNABLE = set(RUNNABLE_KINDS)
 
 
 def _examples() -> list[Path]:

@@ -351,6 +351,7 @@ class Controller(Views, DriverAPI):
                      submission_id: str | None = None) -> JobRecord:
         """Validate, check it could ever run, and queue it; AdmissionError (exit 3) with the reason if not."""
         job = load_spec(dict(spec))
+        conv.require_runnable(job)
         async with self._lock:
             owner = conv.resolve_tenant(self.platform, user, tenant or job.tenant)
             if job.tenant != owner.name:

@@ -33,7 +33,7 @@ def require_runnable(job: Job, file: str | None = None) -> None:
 def live_platform(platform: Platform) -> Platform:
     """The platform without its declared node pools: on a live cluster Ray's own nodes are the truth.
 
-    ``Platform.check_job`` compares a job with the pools; those describe the
+    ``policy.fit.check_job`` compares a job with the pools; those describe the
     simulator's or KubeRay's cluster, not necessarily the one the controller
     runs on, so the live capacity check is the ledger's (``ClusterState.submit``).
     """
