@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "cuberay.cli.sim_cmd",
     "cuberay.cli.platform_cmd",
     "cuberay.cli.jobs_cmd",
+    "cuberay.cli.kube_cmd",
 )
 
 

@@ -63,3 +63,10 @@ def volume_name(text: str) -> str:
     """A DNS-1123 label from a PVC or path name."""
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].strip("-")
     return name or "volume"
+
+
+def taint_parts(taint: str) -> tuple[str, str | None, str]:
+    """``key=value:Effect`` -> (key, value or None, effect)."""
+    key_value, _, effect = taint.rpartition(":")
+    key, _, value = key_value.partition("=")
+    return key, value or None, effect

@@ -13,10 +13,20 @@ from typing import Any
 
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
-from cuberay.kuberay.pools import platform_shares
-from cuberay.kuberay.render_cluster import RenderOptions, namespace, platform_configmap, raycluster
-from cuberay.kuberay.render_queues import (KUEUE_README, VOLCANO_README, kueue_cluster_objects, local_queue,
-                                           volcano_cluster_objects)
+from cuberay.kuberay.render_cluster import (
+    RenderOptions,
+    namespace,
+    platform_configmap,
+    raycluster,
+)
+from cuberay.kuberay.render_queues import (
+    KUEUE_README,
+    VOLCANO_README,
+    kueue_cluster_objects,
+    local_queue,
+    volcano_cluster_objects,
+)
+from cuberay.platform.policy.pool_shares import platform_shares
 
 CLUSTER_FILE = "cluster.yaml"
 

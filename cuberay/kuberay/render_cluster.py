@@ -3,7 +3,7 @@
 The RayCluster is the tenant's own Ray: a head that runs no work (``num-cpus: "0"``) but
 the dashboard and the cuberay controller, and one worker group per node pool the tenant
 may use, each pod one pool node, sized from the tenant's pool shares
-(:mod:`cuberay.kuberay.pools`). Worker groups carry the Ray resources and labels the
+(:mod:`cuberay.platform.policy.pool_shares`). Worker groups carry the Ray resources and labels the
 controller's ledger reads (``cuberay.io/pool``, ``cuberay.io/rdma``, ``accelerator_type:<model>``).
 """
 
@@ -15,11 +15,12 @@ from typing import Any
 
 import yaml
 
+import cuberay.platform.spec.resources as res
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
-from cuberay.kuberay.pools import PoolShare, pool_fabric, quantities
+from cuberay.kuberay.quantities import pool_fabric, quantities
 from cuberay.kuberay.storage import tenant_storage
-from cuberay.platform import resources as res
+from cuberay.platform.policy.pool_shares import PoolShare
 
 CONFIGMAP = "cuberay-platform"
 _BUILTIN = {res.CPU, res.MEMORY, res.GPU}  # KubeRay derives these from the container limits
@@ -89,9 +90,8 @@ def _num(v: float) -> str:
 
 def _tolerations(pool: Any) -> list[dict[str, Any]]:
     out = []
-    for taint in getattr(pool, "taints", None) or []:
-        key_value, _, effect = taint.partition(":")
-        key, _, value = key_value.partition("=")
+    for taint in pool.taints:
+        key, value, effect = L.taint_parts(taint)
         item = {"key": key, "operator": "Equal" if value else "Exists", "effect": effect}
         if value:
             item["value"] = value

@@ -17,8 +17,14 @@ import yaml
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
-from cuberay.kuberay.pools import PoolShare, tenant_shares
-from cuberay.kuberay.render_cluster import RenderOptions, cluster_spec, queue_labels, tenant_platform
+from cuberay.kuberay.render_cluster import (
+    RenderOptions,
+    cluster_spec,
+    queue_labels,
+    tenant_platform,
+)
+from cuberay.platform.policy.fit import check_job
+from cuberay.platform.policy.pool_shares import PoolShare, tenant_shares
 
 TTL_AFTER_FINISHED_S = 300
 
@@ -57,8 +63,9 @@ def job_shares(platform: Any, tenant: Any, job: Any) -> list[PoolShare]:
 def _job_configmap(platform: Any, tenant: Any, job: Any, shares: list[PoolShare], name: str) -> Manifest:
     data = {L.PLATFORM_KEY: yaml.safe_dump(tenant_platform(platform, tenant, tenant_shares(platform, tenant)),
                                            sort_keys=False),
-            L.JOB_KEY: yaml.safe_dump(job.model_dump(mode="json", by_alias=True, exclude_defaults=True) |
-                                      {"apiVersion": job.api_version, "kind": job.kind}, sort_keys=False)}
+            L.JOB_KEY: yaml.safe_dump({"apiVersion": job.api_version, "kind": job.kind,
+                                       **job.model_dump(mode="json", by_alias=True, exclude_defaults=True)},
+                                      sort_keys=False)}
     obj = {"apiVersion": "v1", "kind": "ConfigMap",
            "metadata": {"name": name, "namespace": tenant.name,
                         "labels": L.base_labels(platform.metadata.name, tenant.name)},
@@ -73,7 +80,7 @@ def _metadata(platform: Any, tenant: Any, job: Any, opts: RenderOptions) -> dict
 
 def rayjob(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
     """A ConfigMap (job spec + platform file) and the RayJob that runs the job on its own cluster."""
-    tenant = platform.check_job(job)
+    tenant = check_job(platform, job)
     shares = job_shares(platform, tenant, job)
     elastic = job.min_workers != job.max_workers
     config = f"{job.name}-cuberay"
@@ -123,7 +130,7 @@ def serve_config_v2(app: Any) -> dict[str, Any]:
 
 def rayservice(platform: Any, app: Any, opts: RenderOptions) -> list[Manifest]:
     """The RayService that serves a ServeApp on the tenant's pools."""
-    tenant = platform.check_job(app)
+    tenant = check_job(platform, app)
     shares = job_shares(platform, tenant, app)
     pod_labels = L.base_labels(platform.metadata.name, tenant.name)
     config = f"{app.name}-cuberay"

@@ -1,7 +1,7 @@
 """Quota objects between tenants: Kueue (``kueue.x-k8s.io/v1beta2``) or Volcano (``scheduling.volcano.sh/v1beta1``).
 
 Kueue meters quota per ResourceFlavor, so each node pool is a flavor and each tenant's
-ClusterQueue holds its pool shares (:mod:`cuberay.kuberay.pools`): ``nominalQuota`` = the
+ClusterQueue holds its pool shares (:mod:`cuberay.platform.policy.pool_shares`): ``nominalQuota`` = the
 pool guarantee, ``borrowingLimit`` = pool max - pool guarantee, ``lendingLimit`` where the
 platform file sets one. Volcano queues are cluster-wide: ``deserved`` = guaranteed,
 ``capability`` = max, ``guarantee`` = the gang floor the RayCluster always holds.
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import cuberay.platform.spec.resources as res
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
-from cuberay.kuberay.pools import PoolShare, k8s_names, pool_fabric, quantity, total
+from cuberay.kuberay.quantities import k8s_names, pool_fabric, quantity, total
 from cuberay.kuberay.render_cluster import RenderOptions
-from cuberay.platform import resources as res
-from cuberay.platform.resources import Resources
+from cuberay.platform.policy.pool_shares import PoolShare
+from cuberay.platform.spec.resources import Resources
 
 AUTOSCALER = Resources({res.CPU: 0.5, res.MEMORY: float(512 * 2**20)})  # KubeRay's sidecar default
 
@@ -47,9 +48,8 @@ def _text(amounts: dict[str, str]) -> str:
 def resource_flavor(platform: Any, pool: Any) -> Manifest:
     spec: dict[str, Any] = {"nodeLabels": {res.LABEL_POOL: pool.name}}
     taints = []
-    for taint in getattr(pool, "taints", None) or []:
-        key_value, _, effect = taint.partition(":")
-        key, _, value = key_value.partition("=")
+    for taint in pool.taints:
+        key, value, effect = L.taint_parts(taint)
         taints.append({"key": key, **({"value": value} if value else {}), "effect": effect})
     if taints:
         spec["nodeTaints"] = taints

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from fake_apiserver import FakeApiServer  # noqa: E402  (tests/unit/kube is on sys.path via conftest)
 
 from cuberay.errors import SpecError
 from cuberay.kuberay.kube_client import Kube, api_client, order, status_row
-
-from fake_apiserver import FakeApiServer  # noqa: E402  (tests/unit/kube is on sys.path via conftest)
 
 RAYCLUSTER = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "vision", "namespace": "vision"},
               "spec": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head", "image": "x"}]}}}}}

@@ -20,18 +20,19 @@ viewed pool by pool:
   for, ``maxReplicas`` the number of whole nodes within the pool max; a pool where not even
   one node fits the max gets no worker group.
 
-Pure: no Ray, no Kubernetes client.
+Pure: no Ray, no Kubernetes. The Kubernetes renderers (cuberay/kuberay) turn the shares into
+Kueue flavors, Volcano queues and worker groups.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
+import cuberay.platform.spec.resources as res
 from cuberay.errors import SpecError
-from cuberay.platform import resources as res
-from cuberay.platform.resources import Resources
+from cuberay.platform.spec.resources import Resources
 
 _EPS = 1e-9
 # Rounding unit of each resource in the split: millicores, MiB, whole cards/devices.
@@ -73,22 +74,9 @@ class PoolShare:
 
 
 def allowed_pools(platform: Any, tenant: Any) -> list[Any]:
-    """The tenant's pools, in platform order; SpecError for an unknown pool name."""
+    """The tenant's pools, in platform order (the spec layer checked the names)."""
     pools = platform.spec.node_pools
-    wanted = getattr(tenant, "pools", None)
-    if wanted is None:
-        return list(pools)
-    known = {p.name: p for p in pools}
-    for i, name in enumerate(wanted):
-        if name not in known:
-            raise SpecError(f"tenant {tenant.name!r} lists pool {name!r}, which is not a node pool "
-                            f"(pools: {', '.join(known) or 'none'}); fix the name or add the pool",
-                            path=f"spec.tenants.{tenant.name}.pools[{i}]")
-    return [p for p in pools if p.name in wanted]
-
-
-def _explicit(tenant: Any) -> Mapping[str, Any]:
-    return getattr(tenant, "pool_quotas", None) or {}
+    return list(pools) if tenant.pools is None else [p for p in pools if p.name in tenant.pools]
 
 
 def split(amount: float, weights: Mapping[str, float], unit: float) -> dict[str, float]:
@@ -119,12 +107,7 @@ def split(amount: float, weights: Mapping[str, float], unit: float) -> dict[str,
 def tenant_shares(platform: Any, tenant: Any) -> list[PoolShare]:
     """The tenant's quota in each of its pools (see the module doc for the rule)."""
     pools = allowed_pools(platform, tenant)
-    explicit = _explicit(tenant)
-    for name in explicit:
-        if name not in {p.name for p in pools}:
-            raise SpecError(f"tenant {tenant.name!r} sets a quota for pool {name!r}, which it may not use; "
-                            f"add {name!r} to its pools or remove the entry",
-                            path=f"spec.tenants.{tenant.name}.pool_quotas.{name}")
+    explicit = tenant.pool_quotas
     guaranteed = _split_guarantee(tenant, pools, explicit)
     cap = tenant.max_resources()
     shares = []
@@ -138,7 +121,7 @@ def tenant_shares(platform: Any, tenant: Any) -> list[PoolShare]:
         g = guaranteed[pool.name]
         # Never below the pool guarantee, never above what the pool has.
         pool_max = {r: max(min(limit.get(r, 0.0), v), g.get(r, 0.0)) for r, v in capacity.items()}
-        lending = quota.lending_resources() if quota is not None else None
+        lending = quota.lending_limit.resources() if quota is not None and quota.lending_limit else None
         shares.append(PoolShare(tenant.name, pool, g, Resources(pool_max), explicit=quota is not None,
                                 lending=lending))
     return shares
@@ -172,54 +155,3 @@ def _split_guarantee(tenant: Any, pools: list[Any], explicit: Mapping[str, Any])
 def platform_shares(platform: Any) -> dict[str, list[PoolShare]]:
     """Every tenant's pool shares, by tenant name."""
     return {t.name: tenant_shares(platform, t) for t in platform.tenants}
-
-
-def pool_fabric(pool: Any) -> str | None:
-    return pool.resources._request().rdma_fabric
-
-
-def k8s_names(vector: Mapping[str, float], fabric: str | None = None) -> dict[str, float]:
-    """Ray resource vector -> Kubernetes resource names (cpu, memory, nvidia.com/gpu, rdma/hca).
-
-    Custom Ray resources have no Kubernetes counterpart and are left out.
-    """
-    out: dict[str, float] = {}
-    for name, amount in vector.items():
-        if name == res.CPU:
-            key = "cpu"
-        elif name == res.MEMORY:
-            key = "memory"
-        elif name in res.K8S_ACCELERATOR_NAMES:
-            key = res.K8S_ACCELERATOR_NAMES[name]
-        elif name == res.RDMA:
-            key = res.RDMA_FABRICS.get(fabric or "rdma", "rdma/hca")
-        else:
-            continue
-        out[key] = out.get(key, 0.0) + amount
-    return out
-
-
-def quantity(name: str, amount: float) -> str:
-    """A Kubernetes quantity string: ``1500m``, ``4Gi``, ``2``."""
-    if name == "memory":
-        for unit, size in (("Gi", 2**30), ("Mi", 2**20)):
-            if amount >= size and abs(amount / size - round(amount / size)) < 1e-9:
-                return f"{round(amount / size)}{unit}"
-        return str(int(math.ceil(amount - 1e-6)))
-    if name == "cpu":
-        if abs(amount - round(amount)) < 1e-9:
-            return str(int(round(amount)))
-        return f"{int(round(amount * 1000))}m"
-    return str(int(math.ceil(amount - 1e-9)))
-
-
-def quantities(vector: Mapping[str, float], fabric: str | None = None) -> dict[str, str]:
-    return {k: quantity(k, v) for k, v in k8s_names(vector, fabric).items()}
-
-
-def total(vectors: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for vector in vectors:
-        for k, v in vector.items():
-            out[k] = out.get(k, 0.0) + v
-    return out
