@@ -120,7 +120,9 @@ def cluster_queue(platform: Any, tenant: Any, shares: list[PoolShare], opts: Ren
         m = k8s_names(share.max, pool_fabric(share.pool)).get(name, 0.0)
         plus = " + head" if has_head and name in ("cpu", "memory") else ""
         manifest.note((*path, "nominalQuota"), f"guaranteed {quantity(name, g)}{plus}")
-        manifest.note((*path, "borrowingLimit"), f"max {quantity(name, m)}{plus}")
+        manifest.note((*path, "borrowingLimit"), f"pool max {quantity(name, m)} - guaranteed {quantity(name, g)}")
+        if "lendingLimit" in flavors[i]["resources"][j]:
+            manifest.note((*path, "lendingLimit"), "pool_quotas lending_limit: lent out at most, while idle")
     return manifest
 
 
