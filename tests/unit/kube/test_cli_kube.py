@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fake_apiserver import FakeApiServer
 
 from cuberay.cli import main
-
-from fake_apiserver import FakeApiServer
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = str(REPO / "configs" / "platform.yaml")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import tomllib
 from pathlib import Path
 
 from dockerfile_parse import DockerfileParser
@@ -19,10 +18,15 @@ def _parser() -> DockerfileParser:
     return DockerfileParser(fileobj=io.BytesIO((REPO / "Dockerfile").read_bytes()))
 
 
+def _pyproject(pattern: str) -> str:
+    # A regex, not tomllib: the project supports Python 3.10, which has no tomllib.
+    match = re.search(pattern, (REPO / "pyproject.toml").read_text(), re.M)
+    assert match, pattern
+    return match[1]
+
+
 def _ray_pin() -> str:
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    (ray,) = [d for d in deps if d.startswith("ray[")]
-    return ray.split("==", 1)[1]
+    return _pyproject(r'^\s*"ray\[[^\]]*\]==([^"]+)"')
 
 
 def test_dockerfile_parses_into_instructions() -> None:
@@ -45,7 +49,7 @@ def test_image_version_and_python_match_the_project() -> None:
     parser = _parser()
     assert parser.labels["org.opencontainers.image.version"] == cuberay.__version__
     assert DEFAULT_IMAGE == f"cuberay:{cuberay.__version__}"
-    requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    requires = _pyproject(r'^requires-python = "([^"]+)"')
     minimum = tuple(int(x) for x in requires.removeprefix(">=").split("."))
     py = re.search(r"-py3(\d+)", parser.baseimage)
     assert py and (3, int(py[1])) >= minimum
