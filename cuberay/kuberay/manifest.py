@@ -76,7 +76,7 @@ def to_yaml(manifests: Iterable[Manifest]) -> str:
             parent = root
             for key in path[:-1]:
                 parent = parent[key]
-            parent.yaml_add_eol_comment(text, path[-1])
+            parent.yaml_add_eol_comment(text, path[-1], column=0)  # one column for all: "value # note"
         buf = io.StringIO()
         yaml.dump(root, buf)
         header = "".join(f"# {line}".rstrip() + "\n" for line in m.header)

@@ -69,4 +69,4 @@ def test_golden_yaml_parses_to_the_rendered_objects() -> None:
 def test_tenant_file_explains_the_quota_mapping() -> None:
     text = (GOLDEN / "example" / "kueue" / "cluster.yaml").read_text()
     assert "nominalQuota   = the tenant's guarantee in the pool" in text
-    assert "# guaranteed 1333m + head" in text
+    assert "nominalQuota: 2833m # guaranteed 1333m + head" in text
