@@ -70,3 +70,15 @@ def test_tenant_file_explains_the_quota_mapping() -> None:
     text = (GOLDEN / "example" / "kueue" / "cluster.yaml").read_text()
     assert "nominalQuota   = the tenant's guarantee in the pool" in text
     assert "nominalQuota: 2833m # guaranteed 1333m + head" in text
+
+
+def test_readme_excerpt_is_the_rendered_output() -> None:
+    """The README's rendered tenant is copied from the golden files, line for line."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("# llm.yaml: the RayCluster's InfiniBand worker group\n", 1)[1].split("```", 1)[0]
+    rendered = ((GOLDEN / "large" / "kueue" / "llm.yaml").read_text() +
+                (GOLDEN / "large" / "kueue" / "cluster.yaml").read_text())
+    lines = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(lines) > 10
+    missing = [line for line in lines if line not in rendered.splitlines()]
+    assert missing == [], f"README lines not in the render: {missing}"

@@ -57,3 +57,18 @@ def test_split_adds_up_and_stays_in_units(amount: int, weights: list[int]) -> No
     parts = split(amount / 1000, {str(i): float(w) for i, w in enumerate(weights)}, 0.001)
     assert abs(sum(parts.values()) - amount / 1000) < 1e-6
     assert all(abs(v * 1000 - round(v * 1000)) < 1e-6 for v in parts.values())
+
+
+def test_a_job_must_fit_the_pools_its_tenant_may_use() -> None:
+    """The fit check (submit, `spec validate --platform`, render-job) uses the tenant's pools only."""
+    from cuberay.errors import AdmissionError
+    from cuberay.platform.policy.fit import check_job
+    from cuberay.platform.spec import load_spec
+
+    platform = load_platform(REPO / "configs" / "kube" / "platform-large.yaml")
+    job = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": "ib", "tenant": "llm"},
+           "spec": {"workers": 2, "resources": {"cpu": "8", "gpu": "8(H100)"}, "command": "true"}}
+    assert check_job(platform, load_spec(job)).name == "llm"
+    job["metadata"]["tenant"] = "vision"  # vision may use cpu and a100, no H100 node
+    with pytest.raises(AdmissionError, match="H100"):
+        check_job(platform, load_spec(job))
