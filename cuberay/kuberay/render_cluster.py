@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 import cuberay.platform.spec.resources as res
+from cuberay.errors import SpecError
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
 from cuberay.kuberay.quantities import pool_fabric, quantities
@@ -57,7 +58,26 @@ def tenant_platform(platform: Any, tenant: Any, shares: list[PoolShare]) -> dict
     for pool in pools:
         pool["nodes"] = sizes[pool["name"]]
     data["spec"]["node_pools"] = pools
+    for entry in data["spec"]["tenants"]:
+        entry.pop("pools", None)  # every pool in this file is the tenant's
+        if "pool_quotas" in entry:
+            entry["pool_quotas"] = {k: v for k, v in entry["pool_quotas"].items() if k in sizes}
+    _check_loads(data, tenant.name)
     return data
+
+
+def _check_loads(data: dict[str, Any], tenant: str) -> None:
+    """The controller must be able to start on this file: fail the render, not the pod."""
+    from cuberay.platform.spec import load_platform
+
+    try:
+        load_platform(data)
+    except SpecError as exc:
+        raise SpecError(f"tenant {tenant!r}: its Ray cluster could not start its controller, because the tenant's "
+                        f"own platform file is invalid: {exc.reason}. Usually a pool node is larger than the "
+                        f"tenant's max there (so it gets no worker group) while it is guaranteed resources of that "
+                        f"pool; raise its max, lower the guarantee, or declare smaller nodes",
+                        path=f"spec.tenants.{tenant}") from None
 
 
 def platform_configmap(platform: Any, tenant: Any, shares: list[PoolShare]) -> Manifest:

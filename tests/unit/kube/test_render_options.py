@@ -82,3 +82,20 @@ def test_open_tenant_mounts_the_whole_claim_and_nfs_is_refused() -> None:
     data["spec"]["tenants"][2]["mounts"] = ["server:/export(nfs):/data"]
     with pytest.raises(SpecError, match="create a PVC"):
         tenant_storage(load_platform(data).tenant("research"))
+
+
+def test_a_tenant_guaranteed_a_pool_it_gets_no_group_in_is_refused() -> None:
+    data = load_platform(REPO / "configs" / "platform.yaml").model_dump(mode="json", by_alias=True)
+    nlp = data["spec"]["tenants"][1]
+    nlp["quota"] = {"guaranteed": {"gpu": "2"}, "max": {"cpu": "4", "memory": "4Gi", "gpu": "2"}}  # < a gpu node
+    with pytest.raises(SpecError, match="tenant 'nlp': its Ray cluster could not start its controller"):
+        render_platform(load_platform(data), RenderOptions())
+
+
+def test_each_tenant_platform_file_loads() -> None:
+    for config in (REPO / "configs" / "platform.yaml", LARGE):
+        files = render_platform(load_platform(config), RenderOptions())
+        for m in all_manifests(files):
+            if m.kind == "ConfigMap":
+                platform = load_platform(m.obj["data"]["platform.yaml"])
+                assert [t.name for t in platform.tenants] == [m.namespace]
