@@ -84,6 +84,26 @@ def render(
                           f"Next: `cuberay kube apply {out}` (cluster.yaml first).", highlight=False)
 
 
+@kube_app.command("quotas")
+def quotas(
+    platform: Path = typer.Option(..., "--platform", "-p", metavar="FILE", help="Platform file (tenants, pools)."),
+    output: Format = typer.Option(Format.table, "--output", "-o", help=OUTPUT_HELP),
+) -> None:
+    """Each tenant's quota per node pool (what Kueue flavors and worker groups get), and the worker replicas."""
+    from cuberay.kuberay.quantities import pool_fabric, quantities
+    from cuberay.platform.policy.pool_shares import platform_shares
+    from cuberay.platform.spec import load_platform
+
+    def text(vector: Any, pool: Any) -> str:
+        return ", ".join(f"{k} {v}" for k, v in quantities(vector, pool_fabric(pool)).items()) or "-"
+
+    rows = [{"tenant": s.tenant, "pool": s.pool.name, "guaranteed": text(s.guaranteed, s.pool),
+             "max": text(s.max, s.pool), "min_replicas": s.min_replicas, "max_replicas": s.max_replicas,
+             "source": "pool_quotas" if s.explicit else "split by capacity"}
+            for shares in platform_shares(load_platform(platform)).values() for s in shares]
+    emit(rows, output, columns=list(rows[0]) if rows else None)
+
+
 @kube_app.command("render-job")
 def render_job(
     file: Path = typer.Argument(..., metavar="JOB.yaml", help="A TrainJob, Task or ServeApp spec."),

@@ -86,3 +86,12 @@ def test_apply_without_a_cluster_config_says_how(tmp_path: Path, capsys: pytest.
     assert main(["kube", "render", "--platform", EXAMPLE, "--out", str(tmp_path)]) == 0
     assert main(["kube", "apply", str(tmp_path)]) == 1
     assert "--kubeconfig" in capsys.readouterr().err
+
+
+def test_quotas_shows_the_per_pool_view(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kube", "quotas", "--platform", EXAMPLE, "-o", "yaml"]) == 0
+    rows = yaml.safe_load(capsys.readouterr().out)
+    vision_gpu = next(r for r in rows if (r["tenant"], r["pool"]) == ("vision", "gpu"))
+    assert vision_gpu == {"tenant": "vision", "pool": "gpu", "guaranteed": "cpu 667m, memory 2Gi, nvidia.com/gpu 2",
+                          "max": "cpu 2, memory 8Gi, nvidia.com/gpu 4", "min_replicas": 0, "max_replicas": 1,
+                          "source": "split by capacity"}
