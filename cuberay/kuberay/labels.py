@@ -6,6 +6,7 @@ import enum
 import re
 
 import cuberay
+from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS  # noqa: F401  (the head's env, read there)
 
 RAY_VERSION = "2.60.0"  # must match the ray pin in pyproject.toml and the Dockerfile (a unit test checks)
 DEFAULT_IMAGE = f"cuberay:{cuberay.__version__}"  # built by the repository's Dockerfile
@@ -25,8 +26,6 @@ NAMESPACE_NAME = "kubernetes.io/metadata.name"
 CONFIG_DIR = "/etc/cuberay"
 PLATFORM_KEY = "platform.yaml"
 JOB_KEY = "job.yaml"
-# The controller on a KubeRay head counts autoscalable worker groups up to maxReplicas (JSON list).
-ENV_WORKER_GROUPS = "CUBERAY_KUBE_WORKER_GROUPS"
 
 
 class Scheduler(str, enum.Enum):
