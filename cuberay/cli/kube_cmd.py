@@ -60,8 +60,9 @@ def render(
     scheduler: str = _scheduler(),
     image: Optional[str] = _image(),
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
-                                       help="Write the files here (one per tenant, cluster.yaml, README.md); "
-                                            "default: print all manifests to stdout."),
+                                       help="Write the files here (one per tenant, cluster.yaml, README.md)."),
+    output: Format = typer.Option(Format.table, "--output", "-o",
+                                  help="What to print: table (the objects), yaml (the manifests, commented), json."),
     autoscaling: bool = typer.Option(True, "--autoscaling/--no-autoscaling",
                                      help="Ray autoscaler v2 between minReplicas and maxReplicas."),
     redis: Optional[str] = typer.Option(None, "--redis", metavar="HOST:PORT",
@@ -76,12 +77,23 @@ def render(
 
     files = render_platform(load_platform(platform), _options(scheduler, image, autoscaling, redis, redis_secret))
     _check(all_manifests(files))
-    if out is None:
-        print(to_yaml(all_manifests(files)), end="")
-        return
-    written = write_files(files, out)
-    error_console().print(f"wrote {len(written)} files to {out}: {', '.join(p.name for p in written)}. "
-                          f"Next: `cuberay kube apply {out}` (cluster.yaml first).", highlight=False)
+    if out is not None:
+        written = write_files(files, out)
+        error_console().print(f"wrote {len(written)} files to {out}: {', '.join(p.name for p in written)}. "
+                              f"Next: `cuberay kube apply {out}` (cluster.yaml first).", highlight=False)
+    _print(files, output, to_yaml)
+
+
+def _print(files: dict[str, Any], output: Format, to_yaml: Any) -> None:
+    """The rendered objects: a table of them, or the manifests as YAML (with comments) or JSON."""
+    manifests = [(name, m) for name, content in files.items() if not isinstance(content, str) for m in content]
+    if output == Format.yaml:
+        print(to_yaml([m for _, m in manifests]), end="")
+    elif output == Format.json:
+        emit([m.obj for _, m in manifests], output)
+    else:
+        emit([{"file": name, "kind": m.kind, "namespace": m.namespace or "", "name": m.name}
+              for name, m in manifests], output, columns=["file", "kind", "namespace", "name"])
 
 
 @kube_app.command("quotas")
@@ -111,7 +123,9 @@ def render_job(
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Tenant (default: the spec's)."),
     scheduler: str = _scheduler(),
     image: Optional[str] = _image(),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="Write here instead of stdout."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="Write the manifests (YAML) here."),
+    output: Format = typer.Option(Format.table, "--output", "-o",
+                                  help="What to print: table (the objects), yaml (the manifests, commented), json."),
 ) -> None:
     """Render a RayJob (TrainJob, Task) or RayService (ServeApp); exit 2 on a spec error, 3 if it cannot fit."""
     from cuberay.kuberay.manifest import to_yaml
@@ -124,12 +138,10 @@ def render_job(
     manifests = render(load_platform(platform), job, _options(scheduler, image, job.min_workers != job.max_workers,
                                                               None, None))
     _check(manifests)
-    text = to_yaml(manifests)
-    if out is None:
-        print(text, end="")
-        return
-    out.write_text(text, encoding="utf-8")
-    error_console().print(f"wrote {out}. Next: `cuberay kube apply {out}`.", highlight=False)
+    if out is not None:
+        out.write_text(to_yaml(manifests), encoding="utf-8")
+        error_console().print(f"wrote {out}. Next: `cuberay kube apply {out}`.", highlight=False)
+    _print({out.name if out else "-": manifests}, output, to_yaml)
 
 
 def _objects(target: Path) -> list[dict[str, Any]]:
@@ -196,16 +208,22 @@ def apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Let the API server check everything, store nothing."),
     kubeconfig: Optional[Path] = _kubeconfig(),
     context: Optional[str] = _context(),
+    output: Format = typer.Option(Format.table, "--output", "-o", help=OUTPUT_HELP),
 ) -> None:
     """Server-side apply (field manager cuberay) of validated manifests; applying again changes nothing."""
     from cuberay.kuberay.kube_client import order
 
     kube = _kube(kubeconfig, context)
+    rows = []
     for obj in order(_objects(target)):
         kube.apply(obj, dry_run=dry_run)
-        meta = obj["metadata"]
-        where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-        print(f"{obj['kind']} {where}{meta['name']} {'checked (dry run)' if dry_run else 'applied'}")
+        rows.append(_row(obj, "checked (dry run)" if dry_run else "applied"))
+    emit(rows, output, columns=["kind", "namespace", "name", "result"])
+
+
+def _row(obj: dict[str, Any], result: str) -> dict[str, str]:
+    meta = obj["metadata"]
+    return {"kind": obj["kind"], "namespace": meta.get("namespace") or "", "name": meta["name"], "result": result}
 
 
 @kube_app.command("status")
@@ -229,14 +247,14 @@ def delete(
     dry_run: bool = typer.Option(False, "--dry-run", help="Let the API server check, delete nothing."),
     kubeconfig: Optional[Path] = _kubeconfig(),
     context: Optional[str] = _context(),
+    output: Format = typer.Option(Format.table, "--output", "-o", help=OUTPUT_HELP),
 ) -> None:
     """Delete the objects, namespaced ones first; objects already gone are skipped."""
     from cuberay.kuberay.kube_client import order
 
     kube = _kube(kubeconfig, context)
+    rows = []
     for obj in reversed(order(_objects(target))):
         gone = kube.delete(obj, dry_run=dry_run)
-        meta = obj["metadata"]
-        where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-        state = ("would be deleted" if dry_run else "deleted") if gone else "not found"
-        print(f"{obj['kind']} {where}{meta['name']} {state}")
+        rows.append(_row(obj, ("would be deleted" if dry_run else "deleted") if gone else "not found"))
+    emit(rows, output, columns=["kind", "namespace", "name", "result"])

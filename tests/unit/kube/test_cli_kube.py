@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,12 @@ def test_render_writes_a_file_per_tenant_that_validates(tmp_path: Path, capsys: 
     assert "ok: 14 objects valid" in capsys.readouterr().err
 
 
-def test_render_to_stdout_is_yaml(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["kube", "render", "--platform", EXAMPLE, "--scheduler", "none", "--image", "reg/cuberay:1"]) == 0
+def test_render_prints_the_objects_or_the_manifests(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kube", "render", "--platform", EXAMPLE, "--scheduler", "none"]) == 0
+    table = capsys.readouterr().out
+    assert "vision.yaml" in table and "RayCluster" in table
+    assert main(["kube", "render", "--platform", EXAMPLE, "--scheduler", "none", "--image", "reg/cuberay:1",
+                 "-o", "yaml"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs] == ["Namespace", "ConfigMap", "RayCluster"] * 3
     assert docs[2]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "reg/cuberay:1"
@@ -52,7 +57,7 @@ def test_validate_names_the_rule_and_exits_2(tmp_path: Path, capsys: pytest.Capt
 
 def test_render_job_prints_a_rayjob(capsys: pytest.CaptureFixture[str]) -> None:
     job = str(REPO / "configs" / "jobs" / "train-ddp.yaml")
-    assert main(["kube", "render-job", job, "--platform", EXAMPLE]) == 0
+    assert main(["kube", "render-job", job, "--platform", EXAMPLE, "-o", "yaml"]) == 0
     rayjob = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
     assert rayjob["kind"] == "RayJob" and rayjob["spec"]["shutdownAfterJobFinishes"] is True
     assert rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "vision"
@@ -74,8 +79,10 @@ def test_apply_dry_run_then_status_and_delete(tmp_path: Path, capsys: pytest.Cap
         capsys.readouterr()
         assert main(["kube", "status", str(out / "vision.yaml"), "--kubeconfig", config, "-o", "json"]) == 0
         assert '"state": "pending"' in capsys.readouterr().out
-        assert main(["kube", "delete", str(out), "--kubeconfig", config]) == 0
+        capsys.readouterr()
+        assert main(["kube", "delete", str(out), "--kubeconfig", config, "-o", "json"]) == 0
         assert fake.objects == {}
+        assert {r["result"] for r in json.loads(capsys.readouterr().out)} == {"deleted"}
         assert fake.requests[-1].path == "/api/v1/namespaces/nlp"  # reverse order: namespaces last
 
 
