@@ -99,3 +99,16 @@ def test_each_tenant_platform_file_loads() -> None:
             if m.kind == "ConfigMap":
                 platform = load_platform(m.obj["data"]["platform.yaml"])
                 assert [t.name for t in platform.tenants] == [m.namespace]
+
+
+def test_the_head_tells_the_controller_its_worker_groups() -> None:
+    """The renderer's env and the controller's parser agree (in-cluster capacity up to maxReplicas)."""
+    from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups
+
+    spec = _cluster(RenderOptions())["spec"]
+    env = {e["name"]: e["value"] for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    groups = {g.group: g for g in parse_groups(env[ENV_WORKER_GROUPS])}
+    assert {name: g.max_replicas for name, g in groups.items()} == \
+        {g["groupName"]: g["maxReplicas"] for g in spec["workerGroupSpecs"]}
+    assert groups["h100-ib"].labels["cuberay.io/pool"] == "h100-ib"
+    assert groups["h100-ib"].resources == {"CPU": 96.0, "GPU": 8.0, "memory": 1024.0 * 2**30, "rdma": 8.0}
