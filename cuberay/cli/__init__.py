@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "cuberay.cli.sim_cmd",
     "cuberay.cli.platform_cmd",
     "cuberay.cli.jobs_cmd",
+    "cuberay.cli.kube_cmd",
 )
 
 
@@ -55,9 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     except CuberayError as exc:
         if os.environ.get("CUBERAY_DEBUG"):
             raise
+        from rich.markup import escape
+
         from cuberay.cli.output import error_console
 
-        error_console().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        # escape: messages quote user text and rule names in [brackets], which are not markup.
+        error_console().print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False,
+                              soft_wrap=True)
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code or 0)

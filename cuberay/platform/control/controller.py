@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any, Mapping
 
@@ -55,6 +56,7 @@ from cuberay.platform.policy.admission import (
     RunningJob,
     schedule,
 )
+from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request, with_headroom
 from cuberay.platform.policy.fit import check_job, platform_policy, tenant_quotas
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.states import JobState
@@ -81,6 +83,9 @@ class Controller(Views, DriverAPI):
         self.ledger = Ledger()
         self.state = ClusterState(self.ledger, tenant_quotas(self.platform), platform_policy(self.platform))
         self.foreign = ForeignUsage(self.ledger)
+        # On KubeRay: worker groups that may grow to maxReplicas (empty elsewhere).
+        self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
+        self._scale_request: list[Any] | None = None
         self.drivers = Drivers(Launcher(cluster_dashboard_url(),
                                         max_drivers=self.platform.spec.scheduler.max_drivers))
         self.metrics = PlatformMetrics()
@@ -165,6 +170,7 @@ class Controller(Views, DriverAPI):
             available = await asyncio.to_thread(ray_state.available_resources_per_node)
             self.foreign.update(available)
             self._cycle(time.time())
+            await self._autoscale(time.time())
             await self.drivers.stop_pending()
             await self._start_drivers(time.time())
             self._observe()
@@ -187,6 +193,23 @@ class Controller(Views, DriverAPI):
                 if announce:
                     self.store.add_event("node_joined", f"node {node_id} joined with {node.capacity}")
                     self._wake.set()
+
+    async def _autoscale(self, now: float) -> None:
+        """On KubeRay: ask Ray's autoscaler for the nodes that would let waiting gangs start."""
+        if not self.groups:
+            return
+        request = scale_up_request(self.state, self.groups, now)
+        if request == self._scale_request:
+            return
+        self._scale_request = request
+        from ray.autoscaler.sdk import request_resources
+
+        try:
+            await asyncio.to_thread(request_resources, bundles=[b for b, _ in request],
+                                    bundle_label_selectors=[s for _, s in request])
+        except Exception as err:  # a hint to the autoscaler: never let it stop the admission loop
+            log.warning("could not ask the autoscaler for nodes: %s", err)
+            self._scale_request = None
 
     # ------------------------------------------------------------------ admission
 
@@ -388,7 +411,8 @@ class Controller(Views, DriverAPI):
             check_job(conv.live_platform(self.platform), job)
         except AdmissionError as err:
             return "quota", str(err)
-        reject = self.state.submit(req)
+        with with_headroom(self.state, self.groups):  # on KubeRay, nodes the autoscaler may add count
+            reject = self.state.submit(req)
         return "capacity", (reject.reason if reject is not None else None)
 
     async def cancel(self, ref: str, user: str) -> JobRecord:

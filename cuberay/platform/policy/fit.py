@@ -79,7 +79,7 @@ def capacity_problem(job: Job, pools: Sequence[NodePool]) -> str | None:
 
 
 def check_job(platform: Platform, job: Job, *, file: str | None = None) -> Tenant:
-    """Could ``job`` EVER run on ``platform``? Its tenant exists, the gang fits the tenant's max and the pools.
+    """Could ``job`` EVER run on ``platform``? Its tenant exists, the gang fits the tenant's max and its pools.
 
     Raises:
         SpecError: no tenant set, or an unknown one (exit 2).
@@ -92,7 +92,8 @@ def check_job(platform: Platform, job: Job, *, file: str | None = None) -> Tenan
         tenant = platform.tenant(job.tenant)
     except SpecError as exc:
         raise SpecError(exc.reason, file=file, path=exc.path) from None
-    for problem in (quota_problem(job, tenant), capacity_problem(job, platform.spec.node_pools)):
+    pools = [p for p in platform.spec.node_pools if tenant.pools is None or p.name in tenant.pools]
+    for problem in (quota_problem(job, tenant), capacity_problem(job, pools)):
         if problem:
             raise AdmissionError(f"{file + ': ' if file else ''}{problem}")
     return tenant

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 import cuberay.platform.spec.resources as res
 from cuberay.errors import AdmissionError, SpecError
@@ -59,6 +59,24 @@ class Quota(SpecModel):
         return res.total({**self.guaranteed.by_field(), **self.max.by_field()}.values())
 
 
+class PoolQuota(Quota):
+    """A tenant's quota in one node pool (Kueue: one flavor of its ClusterQueue)."""
+
+    lending_limit: QuotaResources | None = Field(None, description="Most of the pool guarantee lent to other "
+                                                 "tenants while idle (Kueue lendingLimit); null = all of it.")
+
+
+_TAINT = re.compile(r"^(?P<key>[A-Za-z0-9./_-]+)(=(?P<value>[A-Za-z0-9._-]*))?:(?P<effect>NoSchedule|PreferNoSchedule|"
+                    r"NoExecute)$")
+
+
+def _taint(value: str) -> str:
+    if not _TAINT.match(value):
+        raise ValueError(f"taint {value!r} is not 'key=value:Effect' (Effect NoSchedule, PreferNoSchedule or "
+                         f"NoExecute), e.g. 'nvidia.com/gpu=present:NoSchedule'")
+    return value
+
+
 # ---------------------------------------------------------------- platform
 
 class Tenant(SpecModel):
@@ -73,6 +91,11 @@ class Tenant(SpecModel):
     storage: str | None = Field(None, description="Storage path; default <platform storage>/<tenant name>.")
     mounts: list[Mount] = Field(default_factory=list, description='CubeStudio-style mounts, kept verbatim: '
                                                                 '"name(pvc):/mnt", "/data(hostpath):/data".')
+    pools: list[Name] | None = Field(None, description="Node pools the tenant may use; null = all of them.")
+    pool_quotas: dict[str, PoolQuota] = Field(default_factory=dict, description="Quota per node pool, replacing "
+                                              "the default split of the cluster-wide quota (in proportion to pool "
+                                              "capacity) for that pool; pool name -> {guaranteed, max, "
+                                              "lending_limit}.")
 
     @field_validator("members", "admins")
     @classmethod
@@ -109,6 +132,9 @@ class NodePool(SpecModel):
     labels: Labels = Field(default_factory=dict, description="Extra node labels of every node in the pool.")
     nodes: int = Field(ge=1, description="How many nodes the pool has.")
     resources: NodeResources = Field(description="What one node offers.")
+    taints: list[Annotated[str, AfterValidator(_taint)]] = Field(
+        default_factory=list, description="Kubernetes taints of the pool's nodes, 'key=value:Effect'; KubeRay "
+                                          "worker pods get the matching tolerations.")
 
     def node_resources(self) -> Resources:
         return self.resources._request().resources
@@ -164,6 +190,19 @@ class PlatformSpec(SpecModel):
                                               f"names must be unique, rename one")
             first[item.name] = i
         return v
+
+    @model_validator(mode="after")
+    def _pool_names(self) -> PlatformSpec:
+        known = {p.name for p in self.node_pools}
+        for i, tenant in enumerate(self.tenants):
+            allowed = set(tenant.pools) if tenant.pools is not None else known
+            for field, names in (("pools", tenant.pools or []), ("pool_quotas", list(tenant.pool_quotas))):
+                for name in names:
+                    if name not in known or name not in allowed:
+                        why = "is not a node pool" if name not in known else "is not in the tenant's pools"
+                        raise FieldError(["tenants", i, field, name], f"pool {name!r} {why} (node pools: "
+                                                           f"{', '.join(sorted(known)) or 'none'}); fix the name")
+        return self
 
     @model_validator(mode="after")
     def _fill_storage_and_check_guarantees(self) -> PlatformSpec:

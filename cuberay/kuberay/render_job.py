@@ -1,0 +1,157 @@
+"""Jobs on Kubernetes: a TrainJob or Task as a RayJob, a ServeApp as a RayService (``ray.io/v1``).
+
+A RayJob brings its own ephemeral Ray cluster, sized for the job's gang on the first of the
+tenant's pools where one worker fits a node; the entrypoint installs the controller
+(tenant-only platform file) and runs ``cuberay run`` on the job spec, both from a ConfigMap
+mounted on the head, so the job goes through the same admission as on a local Ray.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+import yaml
+
+from cuberay.errors import AdmissionError, SpecError
+from cuberay.kuberay import labels as L
+from cuberay.kuberay.manifest import Manifest
+from cuberay.kuberay.render_cluster import (
+    RenderOptions,
+    cluster_spec,
+    queue_labels,
+    tenant_platform,
+)
+from cuberay.platform.policy.fit import check_job
+from cuberay.platform.policy.pool_shares import PoolShare, tenant_shares
+
+TTL_AFTER_FINISHED_S = 300
+
+
+def _fits(worker: Any, share: PoolShare) -> int:
+    """Workers of this request one node of the pool holds (0: none, or the labels do not match)."""
+    labels = share.pool.node_labels()
+    if any(labels.get(k) != v for k, v in worker.node_selector().items()):
+        return 0
+    node = share.node
+    counts = [node.get(r, 0.0) / v for r, v in worker.resources.items() if v > 0]
+    return max(0, math.floor(min(counts, default=0.0) + 1e-9))
+
+
+def job_shares(platform: Any, tenant: Any, job: Any) -> list[PoolShare]:
+    """The ephemeral cluster's one worker group: the first pool a worker fits, sized for the gang.
+
+    Raises:
+        AdmissionError: no pool of the tenant has a node that holds one worker.
+    """
+    worker = job.worker_request()
+    for share in tenant_shares(platform, tenant):
+        per_node = _fits(worker, share)
+        if per_node == 0:
+            continue
+        low = math.ceil(job.min_workers / per_node)
+        high = math.ceil(job.max_workers / per_node)
+        if high > share.pool.nodes:
+            continue
+        node = share.node
+        return [PoolShare(tenant.name, share.pool, node * low, node * high)]
+    raise AdmissionError(f"job {job.name!r}: no node pool of tenant {tenant.name!r} has nodes that hold its "
+                         f"gang ({job.max_workers} workers); lower the resources per worker or add a pool")
+
+
+def _job_configmap(platform: Any, tenant: Any, job: Any, shares: list[PoolShare], name: str) -> Manifest:
+    data = {L.PLATFORM_KEY: yaml.safe_dump(tenant_platform(platform, tenant, tenant_shares(platform, tenant)),
+                                           sort_keys=False),
+            L.JOB_KEY: yaml.safe_dump({"apiVersion": job.api_version, "kind": job.kind,
+                                       **job.model_dump(mode="json", by_alias=True, exclude_defaults=True)},
+                                      sort_keys=False)}
+    obj = {"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": tenant.name,
+                        "labels": L.base_labels(platform.metadata.name, tenant.name)},
+           "data": data}
+    return Manifest(obj, [f"The job spec and the tenant's platform file, mounted on the head at {L.CONFIG_DIR}."])
+
+
+def _metadata(platform: Any, tenant: Any, job: Any, opts: RenderOptions) -> dict[str, Any]:
+    return {"name": job.name, "namespace": tenant.name,
+            "labels": {**L.base_labels(platform.metadata.name, tenant.name), **queue_labels(platform, tenant, opts)}}
+
+
+def rayjob(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
+    """A ConfigMap (job spec + platform file) and the RayJob that runs the job on its own cluster."""
+    tenant = check_job(platform, job)
+    shares = job_shares(platform, tenant, job)
+    elastic = job.min_workers != job.max_workers
+    config = f"{job.name}-cuberay"
+    pod_labels = L.base_labels(platform.metadata.name, tenant.name)
+    spec_cluster = cluster_spec(tenant, shares, opts, pod_labels, start_controller=False, config_map=config,
+                                autoscaling=elastic)
+    platform_file = f"{L.CONFIG_DIR}/{L.PLATFORM_KEY}"
+    entrypoint = (f'cuberay up --platform {platform_file} --address "$RAY_ADDRESS" && '
+                  f"cuberay run {shlex.quote(f'{L.CONFIG_DIR}/{L.JOB_KEY}')}")
+    spec: dict[str, Any] = {"entrypoint": entrypoint, "shutdownAfterJobFinishes": True,
+                            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S}
+    if job.max_runtime_s is not None:
+        spec["activeDeadlineSeconds"] = max(1, math.ceil(job.max_runtime_s))
+    if job.spec.max_failures > 0:
+        spec["backoffLimit"] = job.spec.max_failures
+    spec["rayClusterSpec"] = spec_cluster
+    metadata = _metadata(platform, tenant, job, opts)
+    if elastic and opts.scheduler == L.Scheduler.kueue:
+        metadata["annotations"] = {L.KUEUE_ELASTIC: "true"}
+    obj = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": spec}
+    manifest = Manifest(obj, [f"{job.kind} {job.name} of tenant {tenant.name} on its own Ray cluster, deleted "
+                              f"{TTL_AFTER_FINISHED_S}s after the job ends."])
+    manifest.note(("spec", "entrypoint"), "install the controller, then be the job's driver")
+    if "activeDeadlineSeconds" in spec:
+        manifest.note(("spec", "activeDeadlineSeconds"), f"max_runtime {job.spec.max_runtime}")
+    if "backoffLimit" in spec:
+        manifest.note(("spec", "backoffLimit"), "max_failures (each retry is a new cluster)")
+    return [_job_configmap(platform, tenant, job, shares, config), manifest]
+
+
+def serve_config_v2(app: Any) -> dict[str, Any]:
+    """The Ray Serve config of a ServeApp (KubeRay's ``serveConfigV2``), one application per version."""
+    runtime_env = dict(app.spec.runtime_env)
+    if app.spec.env:
+        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **app.spec.env}
+    versions = [(app.name, app.spec.import_path, app.spec.route_prefix)] if app.spec.import_path else [
+        (f"{app.name}-{v.name}", v.import_path, f"{app.spec.route_prefix.rstrip('/')}/{v.name}")
+        for v in app.spec.versions]
+    apps = []
+    for name, import_path, route in versions:
+        entry: dict[str, Any] = {"name": name, "import_path": import_path, "route_prefix": route}
+        if runtime_env:
+            entry["runtime_env"] = runtime_env
+        apps.append(entry)
+    return {"applications": apps}
+
+
+def rayservice(platform: Any, app: Any, opts: RenderOptions) -> list[Manifest]:
+    """The RayService that serves a ServeApp on the tenant's pools."""
+    tenant = check_job(platform, app)
+    shares = job_shares(platform, tenant, app)
+    pod_labels = L.base_labels(platform.metadata.name, tenant.name)
+    config = f"{app.name}-cuberay"
+    spec = {"serveConfigV2": yaml.safe_dump(serve_config_v2(app), sort_keys=False),
+            "rayClusterConfig": cluster_spec(tenant, shares, opts, pod_labels, start_controller=False,
+                                             config_map=config, autoscaling=True)}
+    metadata = _metadata(platform, tenant, app, opts)
+    if opts.scheduler == L.Scheduler.kueue:
+        metadata["annotations"] = {L.KUEUE_ELASTIC: "true"}
+    obj = {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": metadata, "spec": spec}
+    manifest = Manifest(obj, [f"ServeApp {app.name} of tenant {tenant.name}. During an upgrade two clusters "
+                              "exist at once, so the tenant's quota must allow about twice this one."])
+    return [_job_configmap(platform, tenant, app, shares, config), manifest]
+
+
+def render_job(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
+    """RayJob (TrainJob, Task) or RayService (ServeApp) manifests of one job spec."""
+    if job.kind in ("TrainJob", "Task"):
+        return rayjob(platform, job, opts)
+    if job.kind == "ServeApp":
+        return rayservice(platform, job, opts)
+    raise SpecError(f"{job.kind} {job.name!r} has no Kubernetes form in cuberay; render-job takes TrainJob, Task "
+                    f"or ServeApp (run a TuneJob inside a tenant's RayCluster with `cuberay submit`)")
+

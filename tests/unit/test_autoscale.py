@@ -1,0 +1,93 @@
+"""In-cluster capacity on KubeRay (policy/autoscale.py): worker groups count up to maxReplicas."""
+
+from __future__ import annotations
+
+import json
+
+from cuberay.platform.policy.autoscale import headroom, parse_groups, scale_up_request, with_headroom
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.spec.resources import CPU, GPU, parse_worker
+from tests.unit.helpers import add, admitted, cycle, quota, state, submit
+
+GROUPS = json.dumps([
+    {"group": "gpu", "pool": "gpu", "max_replicas": 3, "resources": {CPU: 8, GPU: 4},
+     "labels": {"cuberay.io/pool": "gpu"}},
+    {"group": "cpu", "pool": "cpu", "max_replicas": 2, "resources": {CPU: 16}, "labels": {"cuberay.io/pool": "cpu"}},
+])
+
+
+def _gpu_job(job_id: str, workers: int, tenant: str = "a") -> JobRequest:
+    return JobRequest(job_id, tenant, parse_worker(cpu="1", gpu="4"), workers, "pack")
+
+
+def _one_gpu_node() -> Ledger:
+    ledger = Ledger()
+    add(ledger, "gpu-0", gpus=4, cpus=8, labels={"cuberay.io/pool": "gpu"})
+    return ledger
+
+
+def test_headroom_is_max_replicas_minus_existing_nodes() -> None:
+    groups = parse_groups(GROUPS)
+    room = headroom(groups, _one_gpu_node().nodes)
+    assert sorted(room) == ["autoscale:cpu:0", "autoscale:cpu:1", "autoscale:gpu:0", "autoscale:gpu:1"]
+    assert parse_groups(None) == []
+
+
+def test_a_gang_larger_than_the_live_nodes_is_accepted_and_asks_for_nodes() -> None:
+    st = state(_one_gpu_node())
+    groups = parse_groups(GROUPS)
+    job = _gpu_job("big", workers=3)
+    assert st.submit(job) is not None  # without headroom: larger than the cluster, rejected
+    with with_headroom(st, groups):
+        assert st.submit(job) is None  # with it: the group may grow to 3 nodes
+    assert set(st.ledger.nodes) == {"gpu-0"}  # headroom is gone again
+    request = scale_up_request(st, groups, now=0.0)
+    assert len(request) == 3
+    assert sorted(sel.get("cuberay.io/pool", "") for _, sel in request) == ["", "gpu", "gpu"]
+    assert all(bundle[GPU] == 4 for bundle, _ in request)
+    assert set(st.ledger.nodes) == {"gpu-0"}
+    assert "big" not in admitted(cycle(st))  # admission places on real nodes only
+
+
+def test_running_work_is_part_of_the_request() -> None:
+    st = state(_one_gpu_node())
+    groups = parse_groups(GROUPS)
+    submit(st, _gpu_job("first", workers=1))
+    cycle(st)
+    assert "first" in st.running
+    submit(st, _gpu_job("second", workers=1))
+    request = scale_up_request(st, groups, now=1.0)
+    assert [sel for _, sel in request] == [{}, {"cuberay.io/pool": "gpu"}]  # first's bundle, then the new node
+
+
+def test_no_request_when_quota_is_what_blocks() -> None:
+    st = state(_one_gpu_node(), quota("a", 0, 4))
+    groups = parse_groups(GROUPS)
+    submit(st, _gpu_job("first", workers=1))
+    cycle(st)
+    submit(st, _gpu_job("second", workers=1))  # tenant a is at its max of 4 GPUs
+    assert scale_up_request(st, groups, now=1.0) == []
+
+
+def test_no_request_when_live_nodes_suffice_or_nothing_waits() -> None:
+    st = state(_one_gpu_node())
+    groups = parse_groups(GROUPS)
+    assert scale_up_request(st, groups, now=0.0) == []
+    submit(st, _gpu_job("fits", workers=1))
+    assert scale_up_request(st, groups, now=0.0) == []
+
+
+def test_request_is_what_rays_request_resources_accepts() -> None:
+    from ray._private.label_utils import validate_label_selector
+
+    st = state(_one_gpu_node())
+    groups = parse_groups(GROUPS)
+    with with_headroom(st, groups):
+        submit(st, _gpu_job("two", workers=2))
+    request = scale_up_request(st, groups, now=0.0)
+    assert request
+    for bundle, selector in request:
+        assert all(isinstance(k, str) and isinstance(v, float) and not isinstance(v, bool)
+                   for k, v in bundle.items())
+        assert validate_label_selector(selector) is None
