@@ -138,7 +138,10 @@ quantities = st.builds(
 def test_parse_memory_agrees_with_kubernetes(text: str) -> None:
     expected = k8s_quantity(text)
     assert parse_quantity(text) == expected
-    if expected < 2**53:  # beyond it a float has no whole-byte precision anyway
+    if expected > 2**60:  # more than 1Ei: refused as a typo (see test_spec_limits)
+        with pytest.raises(SpecError, match="at most 1Ei"):
+            parse_memory(text)
+    elif expected < 2**53:  # beyond it a float has no whole-byte precision anyway
         assert parse_memory(text) == int(expected)
     else:
         assert math.isclose(parse_memory(text), int(expected), rel_tol=1e-12)

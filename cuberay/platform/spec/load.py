@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -33,6 +34,11 @@ from cuberay.errors import SpecError
 # Union tags pydantic puts into error locations; they are not field names.
 UNION_TAGS = frozenset({"workers-count", "workers-range"})
 _MAX_LISTED_ERRORS = 5
+# Limits on what a spec file may be. A spec is a few KiB with a few hundred values; these are far above any
+# real spec and far below what exhausts memory or time (a 9-level alias bomb expands to 387 million values).
+MAX_SPEC_BYTES = 2**20            # 1 MiB, checked before the file is read
+MAX_EXPANDED_NODES = 100_000      # values after expanding aliases, counted while composing
+MAX_DEPTH = 64                    # nesting levels (the YAML composer and pydantic recurse per level)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -87,7 +93,57 @@ _SCALAR_KEYS = (str, int, float, bool, type(None))
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of keeping the last one."""
+    """SafeLoader that refuses duplicate keys, alias bombs and deep nesting.
+
+    Composing keeps the alias graph small (an alias is a reference), so sizes are
+    counted there: each node's expanded size is 1 + its children's, computed once
+    per node, and the load stops as soon as one exceeds ``MAX_EXPANDED_NODES`` -
+    long before anything expands the graph.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> expanded size; nodes stay alive in the graph
+
+    def fetch_flow_collection_start(self, token_class: type) -> None:
+        # The scanner looks ahead over every open "[" or "{" (quadratic in their number): stop it here.
+        if self.flow_level >= MAX_DEPTH:
+            raise SpecError(f"the YAML is nested deeper than {MAX_DEPTH} levels (line {self.line + 1}); a spec "
+                            f"needs a handful: flatten it")
+        super().fetch_flow_collection_start(token_class)
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        line = self.peek_event().start_mark.line + 1
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            node = super().compose_node(parent, index)
+            if id(node) not in self._sizes:
+                raise SpecError(f"the alias at line {line} refers to the node that contains it (a loop); "
+                                f"a spec is a tree: write the values out")
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise SpecError(f"the YAML is nested deeper than {MAX_DEPTH} levels (line {line}); a spec needs a "
+                            f"handful: flatten it")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._sizes[id(child)] for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size = 1 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        else:
+            size = 1
+        if size > MAX_EXPANDED_NODES:
+            how = " once its aliases (*name) are expanded" if self._aliases else ""
+            fix = "write repeated values out once or use fewer aliases" if self._aliases else "split the file"
+            raise SpecError(f"the YAML holds more than {MAX_EXPANDED_NODES:,} values{how} (at line {line}); "
+                            f"a spec needs a few hundred: {fix}")
+        self._sizes[id(node)] = size
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -98,7 +154,7 @@ class _StrictLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             if isinstance(key, _SCALAR_KEYS) and key in seen:
                 raise SpecError(
-                    f"duplicate key {key!r} at line {line} (first at line {seen[key]}); "
+                    f"duplicate key {short_repr(key)} at line {line} (first at line {seen[key]}); "
                     f"YAML would keep only the last one, so keep one and delete the other"
                 )
             if isinstance(key, _SCALAR_KEYS):
@@ -123,19 +179,35 @@ def read_documents(source: str | Path | Mapping[str, Any]) -> list[Document]:
     if isinstance(source, Mapping):
         return [Document(dict(source))]
     if isinstance(source, str) and _looks_like_text(source):
+        if len(source) > MAX_SPEC_BYTES or len(source.encode("utf-8")) > MAX_SPEC_BYTES:
+            raise SpecError(f"the text is {len(source.encode('utf-8')) / 2**20:.1f} MiB; {_SIZE_RULE}")
         return _parse(source, None)
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("no such file; check the path", file=str(source)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read the file ({exc}); pass a UTF-8 YAML file", file=str(source)) from None
+    text = _read_bounded(Path(source))
     docs = _parse(text, str(source))
     if not docs:
         raise SpecError("the file holds no YAML document; write apiVersion, kind, metadata and spec",
                         file=str(source))
     return docs
+
+
+_SIZE_RULE = (f"a spec is at most {MAX_SPEC_BYTES // 2**20} MiB (a few KiB is usual): "
+              f"split it or remove what is not a spec")
+
+
+def _read_bounded(path: Path) -> str:
+    """The file's text, refusing more than MAX_SPEC_BYTES before reading it all (pipes included)."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
+            if len(raw) > MAX_SPEC_BYTES:
+                size = path.stat().st_size if path.is_file() else 0
+                seen = f"{size / 2**20:.1f} MiB" if size else f"more than {MAX_SPEC_BYTES // 2**20} MiB"
+                raise SpecError(f"the file is {seen}; {_SIZE_RULE}", file=str(path))
+        return raw.decode("utf-8")
+    except FileNotFoundError:
+        raise SpecError("no such file; check the path", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the file ({exc}); pass a UTF-8 YAML file", file=str(path)) from None
 
 
 def _parse(text: str, file: str | None) -> list[Document]:
@@ -245,16 +317,16 @@ def _describe(err: Mapping[str, Any], loc: list[str | int], words: list[str]) ->
         name = str(loc[-1]) if loc else "?"
         close = difflib.get_close_matches(name, words, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else "remove it or check the spelling"
-        return f"unknown field {name!r}; {hint}"
+        return f"unknown field {short_repr(name)}; {hint}"
     if kind == "missing":
         return "this field is required; add it"
     if kind in ("literal_error", "enum"):
-        close = difflib.get_close_matches(str(seen), re.findall(r"'([^']+)'", ctx.get("expected", "")), n=1)
+        close = difflib.get_close_matches(short_repr(seen), re.findall(r"'([^']+)'", ctx.get("expected", "")), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{seen!r} is not allowed; {_lower_first(msg)}{hint}"
+        return f"{short_repr(seen)} is not allowed; {_lower_first(msg)}{hint}"
     if kind in _BOUNDS:
         op, key = _BOUNDS[kind]
-        return f"must be {op} {ctx[key]}, got {seen!r}; change the value"
+        return f"must be {op} {ctx[key]}, got {short_repr(seen)}; change the value"
     if kind == "too_short":
         return f"needs at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length')}; add one"
     if kind == "string_too_short":
@@ -263,14 +335,23 @@ def _describe(err: Mapping[str, Any], loc: list[str | int], words: list[str]) ->
         return (f"{_lower_first(msg)}, got the boolean {seen!r}; YAML reads yes/no/on/off/true/false "
                 f"as booleans, so quote the value if you meant text")
     if isinstance(seen, str) and kind in ("int_type", "float_type") and re.fullmatch(r"\s*-?[\d.]+\s*", seen):
-        return f"{_lower_first(msg)}, got the text {seen!r}; write the number without quotes"
-    shown = repr(seen)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return f"{_lower_first(msg)} (got {shown})"
+        return f"{_lower_first(msg)}, got the text {short_repr(seen)}; write the number without quotes"
+    return f"{_lower_first(msg)} (got {short_repr(seen)})"
 
 
 _BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
            "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 2, 4, 4, 4, 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 70
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """A value as it appears in an error: bounded however large it is (reprlib never walks all of it)."""
+    shown = _REPR.repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 
 def _lower_first(text: str) -> str:
@@ -283,7 +364,7 @@ def dns_label(value: str) -> str:
     """A DNS-1123 label (names become Kubernetes object names and namespaces)."""
     if len(value) > 63 or not _DNS_LABEL.match(value):
         fixed = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")[:63].strip("-") or "my-name"
-        raise ValueError(f"{value!r} is not a DNS-1123 label (lowercase letters, digits and '-', starting and "
+        raise ValueError(f"{short_repr(value)} is not a DNS-1123 label (lowercase letters, digits and '-', starting and "
                          f"ending with a letter or digit, at most 63 characters); use e.g. {fixed!r}")
     return value
 
@@ -294,17 +375,17 @@ def label_map(value: dict[str, str]) -> dict[str, str]:
         prefix, _, name = key.rpartition("/")
         if (prefix and not all(_DNS_LABEL.match(p) for p in prefix.split("."))) or not _LABEL_NAME.match(name) \
                 or len(name) > 63:
-            raise FieldError([key], f"{key!r} is not a Kubernetes label key; write [prefix/]name, e.g. "
+            raise FieldError([key], f"{short_repr(key)} is not a Kubernetes label key; write [prefix/]name, e.g. "
                                     f"'cuberay.io/pool' or 'zone'")
         if len(val) > 63 or not _LABEL_VALUE.match(val):
-            raise FieldError([key], f"{val!r} is not a label value (letters, digits, '-', '_', '.', at most 63)")
+            raise FieldError([key], f"{short_repr(val)} is not a label value (letters, digits, '-', '_', '.', at most 63)")
     return value
 
 
 def import_path(value: str) -> str:
     """``package.module:attribute``."""
     if not _IMPORT_PATH.match(value):
-        raise ValueError(f"{value!r} is not an import path; write 'package.module:function', "
+        raise ValueError(f"{short_repr(value)} is not an import path; write 'package.module:function', "
                          f"e.g. 'cuberay.examples.digits:train_func'")
     return value
 
@@ -318,9 +399,9 @@ def parse_duration(value: str | int | float) -> float:
     elif re.fullmatch(r"(\s*\d+(?:\.\d+)?\s*[smhd])+\s*", value):
         seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(value))
     else:
-        raise ValueError(f"{value!r} is not a duration; write seconds (3600) or e.g. '90m', '2h', '1d', '1h30m'")
+        raise ValueError(f"{short_repr(value)} is not a duration; write seconds (3600) or e.g. '90m', '2h', '1d', '1h30m'")
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{value!r} must be a positive duration, e.g. '2h'")
+        raise ValueError(f"{short_repr(value)} must be a positive duration, e.g. '2h'")
     return seconds
 
 
@@ -336,7 +417,7 @@ def grammar(parse: Callable[[Any], Any], value: Any) -> Any:
 def env_name(name: object) -> str:
     """An environment variable name."""
     if not isinstance(name, str) or not _ENV_NAME.match(name):
-        raise FieldError([str(name)], f"{name!r} is not an environment variable name; use letters, digits "
+        raise FieldError([str(name)], f"{short_repr(name)} is not an environment variable name; use letters, digits "
                                       f"and '_', not starting with a digit")
     return name
 
@@ -346,7 +427,7 @@ def mount(value: str) -> str:
     match = _MOUNT.match(value.strip())
     if not match or match["kind"] not in MOUNT_KINDS:
         hint = "; one mount per list item" if ";" in value else ""
-        raise ValueError(f"mount {value!r} is not 'source(kind):/target' with kind one of "
+        raise ValueError(f"mount {short_repr(value)} is not 'source(kind):/target' with kind one of "
                          f"{', '.join(MOUNT_KINDS)}, e.g. 'workspace(pvc):/mnt'{hint}")
     return value
 

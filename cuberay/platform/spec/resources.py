@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Iterable, Iterator, Mapping
 
 from cuberay.errors import SpecError
@@ -57,8 +57,10 @@ K8S_ACCELERATOR_NAMES: dict[str, str] = {
 }
 # RDMA fabrics users write in brackets, and the device-plugin resource each maps to.
 RDMA_FABRICS: dict[str, str] = {"ib": "rdma/hca", "roce": "rdma/shared", "rdma": "rdma/hca"}
-# Accelerator resources that live on physical cards and so are tracked per card.
-CARD_RESOURCES = frozenset(GPU_VENDORS.values())
+# Accelerator resources that live on physical cards and so are tracked per card. A tuple in a fixed order
+# (not a set) so that every choice made by scanning it is the same in every process: a node offering two
+# kinds tracks the first one listed here per card (GPU before NPU, HPU, TPU, neuron_cores).
+CARD_RESOURCES: tuple[str, ...] = tuple(dict.fromkeys(GPU_VENDORS.values()))
 
 # Node labels that carry the constraints (Ray sets ray.io/accelerator-type itself).
 LABEL_ACCELERATOR = "ray.io/accelerator-type"
@@ -69,6 +71,16 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal(10**3), "K": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9),
             "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18)}
+# The most one amount may be: per worker, per node or a tenant's quota over a whole cluster. Each is far
+# above any real cluster (so a larger number is a typo) and keeps float arithmetic exact for whole amounts
+# (below 2**53), which the ledger's sums and comparisons rely on.
+MAX_CPU = 1_000_000              # cores
+MAX_CARDS = 100_000              # GPUs or other accelerator cards
+MAX_MEMORY = 2**60               # bytes (1Ei)
+MAX_RDMA = 100_000               # devices
+MAX_CUSTOM = 10**15              # any other resource
+_LIMIT_TEXT = {"cpu": "1,000,000 cores", "gpu": "100,000 cards", "memory": "1Ei", "rdma": "100,000 devices"}
+
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]{0,2})$")
 _BRACKETED = re.compile(r"^\s*([^()（）\s]+)\s*(?:[(（]\s*([^()（）]*?)\s*[)）])?\s*$")
 
@@ -88,22 +100,45 @@ def parse_quantity(value: str | int | float, *, what: str = "quantity") -> Decim
     number, unit = match.groups()
     try:
         amount = Decimal(number)
-    except InvalidOperation:
-        raise SpecError(f"{what} {value!r} has a malformed number {number!r}") from None
-    if unit in _BINARY:
-        return amount * _BINARY[unit]
-    if unit in _DECIMAL:
-        return amount * _DECIMAL[unit]
+    except DecimalException:
+        raise SpecError(f"{what} {_shown(value)} has a malformed number {_shown(number)}") from None
+    try:
+        if unit in _BINARY:
+            return amount * _BINARY[unit]
+        if unit in _DECIMAL:
+            return amount * _DECIMAL[unit]
+    except DecimalException:  # an exponent past Decimal's range
+        raise AmountError(f"{what} {_shown(value)} is too large; write e.g. \"2\" or \"32Gi\"") from None
     raise SpecError(
         f"{what} {value!r} has unknown unit {unit!r}; use one of "
         f"{', '.join(list(_BINARY) + [u for u in _DECIMAL if u])}"
     )
 
 
-def _positive(amount: float, what: str, raw: object, *, allow_zero: bool = True) -> float:
-    if math.isnan(amount) or math.isinf(amount) or amount < 0 or (amount == 0 and not allow_zero):
+class AmountError(SpecError, ValueError):
+    """A resource amount or combination the grammar refuses.
+
+    Also a ValueError, so that when a spec model's validator parses a worker,
+    pydantic reports it at the field like any other value error.
+    """
+
+
+def _shown(raw: object) -> str:
+    text = repr(raw)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _positive(amount: float, what: str, raw: object, *, allow_zero: bool = True, limit: float = MAX_CUSTOM) -> float:
+    """``amount`` if it is finite, not negative (nor zero unless allowed) and at most ``limit``."""
+    if math.isnan(amount):
+        raise AmountError(f"{what} {_shown(raw)} is not a number; give an amount such as \"1\"")
+    if amount < 0 or (amount == 0 and not allow_zero):
         rule = "must be > 0" if not allow_zero else "must be >= 0"
-        raise SpecError(f"{what} {raw!r} {rule}; give a positive amount such as \"1\"")
+        raise AmountError(f"{what} {_shown(raw)} {rule}; give a positive amount such as \"1\"")
+    if amount > limit:  # infinity too: a number past float's range (1e400) is a typo for something smaller
+        most = _LIMIT_TEXT.get(what, f"{limit:,}")
+        raise AmountError(f"{what} {_shown(raw)} is too large: an amount is at most {most}, more than any cluster "
+                        f"has (and where whole amounts stay exact); check the value for a typo")
     return amount
 
 
@@ -113,13 +148,13 @@ def parse_cpu(value: str | int | float) -> float:
     match = _BRACKETED.match(text) if isinstance(value, str) else None
     if match and match.group(2) is not None:
         text = match.group(1)
-    return _positive(float(parse_quantity(text, what="cpu")), "cpu", value)
+    return _positive(float(parse_quantity(text, what="cpu")), "cpu", value, limit=MAX_CPU)
 
 
 def parse_memory(value: str | int | float) -> int:
     """Memory in bytes: ``32Gi``, ``512Mi``, ``1G``, or a plain byte count."""
     amount = parse_quantity(value, what="memory")
-    _positive(float(amount), "memory", value)
+    _positive(float(amount), "memory", value, limit=MAX_MEMORY)  # a Decimal past float's range becomes inf
     return int(amount)  # from the Decimal: a float detour loses whole bytes above ~2**50
 
 
@@ -149,7 +184,7 @@ def parse_gpu(value: str | int | float) -> GpuRequest:
         count = float(count_text)
     except ValueError:
         raise SpecError(_gpu_hint(value)) from None
-    _positive(count, "gpu", value)
+    _positive(count, "gpu", value, limit=MAX_CARDS)
     if count > 1 and not count.is_integer():
         raise SpecError(
             f"gpu {value!r}: a count above 1 must be whole ({count} is not); "
@@ -188,7 +223,7 @@ def parse_rdma(value: str | int | float) -> tuple[float, str | None]:
         count = float(count_text)
     except ValueError:
         raise SpecError(f"rdma {value!r}: {count_text!r} is not a number; write e.g. \"1(roce)\"") from None
-    _positive(count, "rdma", value)
+    _positive(count, "rdma", value, limit=MAX_RDMA)
     if fabric is not None:
         fabric = fabric.lower()
         if fabric not in RDMA_FABRICS:
@@ -395,6 +430,11 @@ def parse_worker(cpu: str | float | None = None, memory: str | float | None = No
         if name in (CPU, MEMORY, GPU, RDMA) or name.lower() in ("cpu", "memory", "gpu", "rdma"):
             raise SpecError(f"custom resource {name!r} shadows a built-in; set it with the {name.lower()} field")
         amounts[name] = _positive(float(amount), f"custom resource {name}", amount)
+    kinds = [name for name in CARD_RESOURCES if amounts.get(name, 0.0) > 0]
+    if len(kinds) > 1:
+        raise AmountError(f"the worker asks for {' and '.join(kinds)}: one accelerator kind per worker, since a "
+                        f"worker runs on one node and uses cards of one kind; run each kind as separate jobs "
+                        f"(or one job whose workers all use the same kind)")
     return WorkerRequest(Resources(amounts), accelerator, fabric, tuple(sorted((labels or {}).items())))
 
 
