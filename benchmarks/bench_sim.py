@@ -29,7 +29,7 @@ DEFAULT_TRACE = os.environ.get(
     "CUBERAY_PHILLY", str(Path(__file__).resolve().parents[1] / "traces" / "philly" / "philly.csv"))
 POLICIES = ("cuberay", "fifo", "fifo-backfill")
 COLUMNS = ("window", "nodes", "policy", "jobs", "finished", "avg JCT h", "p50 JCT h", "p99 JCT h", "avg wait h",
-           "max wait >=16 GPU h", "makespan h", "util", "goodput", "preempt", "wall s", "decisions/s")
+           "max wait >=16 GPU h", "makespan h", "util", "util queued", "goodput", "preempt", "wall s", "decisions/s")
 
 
 def row(window: str, report: Report) -> dict[str, Any]:
@@ -39,6 +39,7 @@ def row(window: str, report: Report) -> dict[str, Any]:
             "p50 JCT h": f"{report.p50_jct_s / h:.2f}", "p99 JCT h": f"{report.p99_jct_s / h:.1f}",
             "avg wait h": f"{report.avg_wait_s / h:.2f}", "max wait >=16 GPU h": f"{report.max_wait_s_large / h:.1f}",
             "makespan h": f"{report.makespan_s / h:.0f}", "util": f"{100 * report.gpu_utilization:.1f}%",
+            "util queued": f"{100 * report.gpu_utilization_while_queued:.1f}%",
             "goodput": f"{100 * report.goodput:.2f}%", "preempt": report.preemptions,
             "wall s": f"{report.wall_s:.1f}", "decisions/s": f"{report.decisions_per_s:,.0f}"}
 

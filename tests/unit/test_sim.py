@@ -338,3 +338,27 @@ def test_plot_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyP
     with pytest.raises(SpecError, match=r'pip install "cuberay\[plot\]"'):
         plot_reports([report], tmp_path / "x.png")
 
+
+
+# -- utilisation ----------------------------------------------------------------------------------
+
+def test_gpu_utilization_counts_the_whole_makespan_even_on_an_idle_cluster() -> None:
+    # One 1-GPU job on 8 GPUs for 100 s, then a 2-GPU job for 100 s: nothing ever waits.
+    jobs = [TraceJob("a", 0, 100), TraceJob("b", 100, 100, gpus=2)]
+    report = simulate(jobs, uniform_cluster(1, gpus_per_node=8))
+    assert report.makespan_s == 200
+    assert report.gpu_utilization == pytest.approx((1 * 100 + 2 * 100) / (8 * 200))
+    assert report.gpu_utilization_while_queued == 0.0  # no job ever waited
+
+
+def test_gpu_utilization_while_queued_counts_only_while_jobs_wait() -> None:
+    # Two 8-GPU jobs on 8 GPUs: the second waits 100 s with the cluster full, then runs alone.
+    jobs = [TraceJob("a", 0, 100, gpus=8), TraceJob("b", 0, 100, gpus=8)]
+    report = simulate(jobs, uniform_cluster(1, gpus_per_node=8))
+    assert report.gpu_utilization_while_queued == 1.0
+    assert report.gpu_utilization == 1.0
+
+
+def test_gpu_utilization_until_counts_up_to_that_time() -> None:
+    report = simulate([TraceJob("a", 0, 1000, gpus=4)], uniform_cluster(1, gpus_per_node=8), until=100)
+    assert report.finished == 0 and report.gpu_utilization == pytest.approx(0.5)

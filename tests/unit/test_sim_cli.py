@@ -28,7 +28,7 @@ def test_json_prints_one_object_per_run(capsys: pytest.CaptureFixture[str]) -> N
     assert isinstance(report, dict)
     assert report["policy"] == "cuberay" and report["jobs"] == 20 and report["finished"] == 20
     for key in ("avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_wait_s", "max_wait_s_large", "makespan_s",
-                "gpu_utilization", "goodput", "gpu_allocated_fraction", "preemptions", "rejected", "wall_s",
+                "gpu_utilization", "gpu_utilization_while_queued", "goodput", "gpu_allocated_fraction", "preemptions", "rejected", "wall_s",
                 "decisions_per_s", "tenants"):
         assert key in report
     assert set(report["tenants"]) == {"vision", "nlp", "research"}
@@ -96,3 +96,12 @@ def test_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert json.loads(capsys.readouterr().out)[0]["policy"] == "cuberay"
     data = target.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_table_shows_plain_utilisation_and_utilisation_while_jobs_wait(capsys: pytest.CaptureFixture[str]) -> None:
+    from cuberay.cli.sim_cmd import table_rows
+    from cuberay.platform.sim.engine import TraceJob, simulate, uniform_cluster
+
+    idle = simulate([TraceJob("a", 0, 100, gpus=2)], uniform_cluster(1, gpus_per_node=8))
+    rows = {r["metric"]: r["cuberay"] for r in table_rows([idle])}
+    assert rows["GPU utilisation"] == "25.0%" and rows["GPU utilisation while jobs wait"] == "0.0%"

@@ -178,7 +178,8 @@ class Report:
     avg_wait_s: float
     max_wait_s_large: float
     makespan_s: float
-    gpu_utilization: float
+    gpu_utilization: float               # allocated GPU-time / capacity GPU-time, first submission to makespan end
+    gpu_utilization_while_queued: float  # the same, counted only while some job waits (how well it packs)
     goodput: float
     gpu_allocated_fraction: float
     preemptions: int
@@ -240,6 +241,8 @@ class _Sim:
         self.sched_time = 0.0
         self.allocated_gpu_s = self.lost_gpu_s = 0.0
         self.busy_gpu_s = self.busy_cap_s = 0.0
+        self.used_gpu_s = 0.0        # allocated GPU-seconds over the whole replay
+        self.stopped_early = False   # ended at ``until`` rather than after the last event
         self.timeline: list[tuple[float, float, int]] = []
         self.now = 0.0
 
@@ -253,6 +256,7 @@ class _Sim:
             t = self.events[0][0]
             if until is not None and t > until:
                 self._advance(until)
+                self.stopped_early = True
                 return
             self._advance(t)
             while self.events and self.events[0][0] == t:
@@ -265,6 +269,7 @@ class _Sim:
         dt = t - self.now
         if dt > 0:
             used = self.capacity_gpus - self.state.ledger.total_free.get(GPU, 0.0)
+            self.used_gpu_s += used * dt
             if len(self.state.queue):
                 self.busy_gpu_s += used * dt
                 self.busy_cap_s += self.capacity_gpus * dt
@@ -344,12 +349,16 @@ class _Sim:
                        if p.trace.id in self.jct]
         first = self.jobs[0].submit_time if self.jobs else 0.0
         used = self.capacity_gpus - self.state.ledger.total_free.get(GPU, 0.0)
+        makespan = (max(finished_at) - first) if finished_at else 0.0
+        # Over the makespan; stopped at ``until``, over the time simulated (jobs may still hold GPUs then).
+        span = self.now - first if self.stopped_early else makespan
         return Report(
             policy=policy.name, jobs=len(self.jobs), finished=len(jcts),
             avg_jct_s=_mean(jcts), p50_jct_s=_pct(jcts, 50), p99_jct_s=_pct(jcts, 99),
             avg_wait_s=_mean(waits), max_wait_s_large=max(large, default=0.0),
-            makespan_s=(max(finished_at) - first) if finished_at else 0.0,
-            gpu_utilization=self.busy_gpu_s / self.busy_cap_s if self.busy_cap_s else 0.0,
+            makespan_s=makespan,
+            gpu_utilization=self.used_gpu_s / (self.capacity_gpus * span) if self.capacity_gpus and span > 0 else 0.0,
+            gpu_utilization_while_queued=self.busy_gpu_s / self.busy_cap_s if self.busy_cap_s else 0.0,
             goodput=1.0 - self.lost_gpu_s / self.allocated_gpu_s if self.allocated_gpu_s else 1.0,
             gpu_allocated_fraction=used / self.capacity_gpus if self.capacity_gpus else 0.0,
             preemptions=self.preemptions, rejected=self.rejected, wall_s=wall,
