@@ -5,6 +5,11 @@ guarantee and max), random gangs (fractional and whole GPUs, CPU-only, 1-6 worke
 label constraints). After every step: the ledger's invariants hold, every tenant is within its max, the
 scheduler's bookkeeping agrees with the ledger, every Admit gives each worker a matching node, and no
 job is both queued and running.
+
+Liveness too, so that a scheduler that decides nothing cannot pass: a cycle that admits nothing must
+leave no queued job that could have started (within its tenant's max, on free capacity the reservation
+in force does not hold); an idle cluster with a queue always starts something; and a run that finishes
+every job it starts drains the queue.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from cuberay.platform.policy.admission import (
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import Placement, place
 from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.reservation import claim
 from cuberay.platform.policy.scheduling import Policy, TenantQuota
 from cuberay.platform.spec.resources import (
     CPU,
@@ -230,6 +236,37 @@ def _held(ledger: Ledger, res: Reserve | None) -> dict[str, dict[str, float]]:
             for n, amounts in res.nodes.items() if n in ledger.nodes}
 
 
+def within_max(state: ClusterState, j: JobRequest) -> bool:
+    quota = state.tenants[j.tenant]
+    used = state.usage.get(j.tenant, {})
+    return quota.max is None or all(used.get(k, 0.0) + v <= quota.max.get(k, 0.0) + EPS for k, v in j.total.items())
+
+
+def reservation_in_force(state: ClusterState, decisions) -> tuple[str | None, dict | None]:
+    """The holder and the capacity it holds while the cycle admits: the standing reservation with its
+    claim renewed, or else the one the cycle made for the oldest blocked gang."""
+    res = state.reservation
+    if res is not None and res.job_id in state.queue:
+        return res.job_id, claim(state.ledger, state.queue.get(res.job_id))
+    made = next((d for d in decisions if isinstance(d, Reserve) and d.job_id), None)
+    return (made.job_id, dict(made.nodes)) if made else (None, None)
+
+
+def check_liveness(state: ClusterState, c) -> None:
+    """A cycle that admitted nothing left no queued job that could have started now."""
+    if c.admitted:
+        return
+    if not state.running and len(state.queue):
+        raise AssertionError(f"idle cluster, {len(state.queue)} queued (each fits it empty), nothing admitted")
+    holder, reserved = reservation_in_force(state, c.decisions)
+    for j in state.queue:
+        if not within_max(state, j):
+            continue
+        nodes = place(state.ledger.nodes.values(), j.worker, j.workers, j.placement,
+                      reserved=None if j.id == holder else reserved)
+        assert nodes is None, f"{j.id} fits now on {nodes} (holder {holder}) but the cycle admitted nothing"
+
+
 def run_ops(state: ClusterState, pending: list[JobRequest], ops) -> None:
     now = 0.0
     for op, k in ops:
@@ -256,6 +293,7 @@ def run_ops(state: ClusterState, pending: list[JobRequest], ops) -> None:
                 else:
                     assert isinstance(d, Reserve)
             check_backfill_respects_the_reservation(state, c.decisions)
+            check_liveness(state, c)
             state.apply(c.decisions, now)  # ledger.allocate raises if a decision over-allocates
             res = state.reservation
             assert res is None or res.job_id in state.queue, "the reservation outlived its holder's wait"
@@ -296,12 +334,16 @@ def test_running_everything_to_completion_frees_the_whole_cluster(scenario):
     free = snapshot(state.ledger)
     for step in range(4 * len(pending) + 4):
         c = schedule(state, float(step))
+        check_liveness(state, c)
         state.apply(c.decisions, float(step))
         check_state(state)
         for job_id in sorted(state.running)[:1]:
             state.finish(job_id)
         if not state.running and not len(state.queue):
             break
+    # Every job that was queued fits the empty cluster within its tenant's max (submit checked), and
+    # one finishes each step: the queue must have drained long before the steps ran out.
+    assert not len(state.queue), f"still queued after the run: {sorted(j.id for j in state.queue)}"
     while state.running:
         state.finish(next(iter(state.running)))
     after = snapshot(state.ledger)
