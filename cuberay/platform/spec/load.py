@@ -321,7 +321,8 @@ def _describe(err: Mapping[str, Any], loc: list[str | int], words: list[str]) ->
     if kind == "missing":
         return "this field is required; add it"
     if kind in ("literal_error", "enum"):
-        close = difflib.get_close_matches(short_repr(seen), re.findall(r"'([^']+)'", ctx.get("expected", "")), n=1)
+        word = seen[:100] if isinstance(seen, str) else short_repr(seen)
+        close = difflib.get_close_matches(word, re.findall(r"'([^']+)'", ctx.get("expected", "")), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"{short_repr(seen)} is not allowed; {_lower_first(msg)}{hint}"
     if kind in _BOUNDS:
