@@ -26,14 +26,14 @@ def _warm_cli(tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("warm")
     (folder / "good.yaml").write_text(HEAD + "  workers: 2\n")
     (folder / "bad.yaml").write_text(HEAD + "  workers: [1]\n")
-    assert main(["spec", "validate", str(folder / "good.yaml")]) == 0
-    assert main(["spec", "validate", str(folder / "bad.yaml")]) == 2
+    assert main(["spec", "validate", "--no-import-check", str(folder / "good.yaml")]) == 0
+    assert main(["spec", "validate", "--no-import-check", str(folder / "bad.yaml")]) == 2
 
 
 def _validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, float]:
     # CPU time of this process: what a hostile file costs us, not how busy the machine's other tenants are.
     t0 = time.process_time()
-    code = main(["spec", "validate", str(path)])
+    code = main(["spec", "validate", "--no-import-check", str(path)])
     elapsed = time.process_time() - t0
     return code, capsys.readouterr().err, elapsed
 
