@@ -136,3 +136,20 @@ def assert_consistent(ledger: Ledger) -> None:
         assert node.full_cards == sum(1 for c in node.cards if c >= 1 - 1e-9), node.id
     for alloc in ledger.allocations.values():
         assert all(s.node_id in ledger.nodes for s in alloc.slots)
+
+
+# A platform file with named members, a wildcard tenant and an explicit storage path (spec and CLI tests).
+PLATFORM = {
+    "apiVersion": "cuberay.io/v1alpha1",
+    "kind": "Platform",
+    "metadata": {"name": "test"},
+    "spec": {
+        "storage": "/srv/cuberay",
+        "tenants": [
+            {"name": "vision", "members": ["alice"], "admins": ["bob"], "priority": 5,
+             "quota": {"guaranteed": {"cpu": "8", "gpu": "8"}, "max": {"cpu": "16", "gpu": "16"}}},
+            {"name": "nlp", "members": ["carol", "alice"], "storage": "/data/nlp"},
+            {"name": "shared", "members": ["*"], "quota": {"max": {"cpu": "4", "memory": "8Gi"}}},
+        ],
+    },
+}

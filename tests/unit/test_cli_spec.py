@@ -12,26 +12,13 @@ import yaml
 
 from cuberay.cli import main
 from cuberay.cli.importable import import_paths, import_problem
+from tests.unit.helpers import PLATFORM
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = REPO_ROOT / "configs"
 # What is not a spec in configs/: checked elsewhere (test_grafana.py, test_sim.py) or just below.
 NOT_SPECS = {"grafana/cuberay.json", "sim/trace-example.csv"}
 
-PLATFORM = {
-    "apiVersion": "cuberay.io/v1alpha1",
-    "kind": "Platform",
-    "metadata": {"name": "test"},
-    "spec": {
-        "storage": "/srv/cuberay",
-        "tenants": [
-            {"name": "vision", "members": ["alice"], "admins": ["bob"], "priority": 5,
-             "quota": {"guaranteed": {"cpu": "8", "gpu": "8"}, "max": {"cpu": "16", "gpu": "16"}}},
-            {"name": "nlp", "members": ["carol", "alice"], "storage": "/data/nlp"},
-            {"name": "shared", "members": ["*"], "quota": {"max": {"cpu": "4", "memory": "8Gi"}}},
-        ],
-    },
-}
 
 
 def _write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:

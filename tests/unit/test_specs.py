@@ -33,6 +33,7 @@ from cuberay.platform.spec import (
 )
 from cuberay.platform.spec.load import parse_duration
 from cuberay.platform.spec.resources import LABEL_ACCELERATOR, LABEL_POOL, Resources
+from tests.unit.helpers import PLATFORM
 
 GI = 2**30
 
@@ -49,20 +50,6 @@ def _job(spec: dict[str, Any], kind: str = "TrainJob", **meta: Any) -> dict[str,
             "spec": {**body, **spec}}
 
 
-PLATFORM = {
-    "apiVersion": "cuberay.io/v1alpha1",
-    "kind": "Platform",
-    "metadata": {"name": "test"},
-    "spec": {
-        "storage": "/srv/cuberay",
-        "tenants": [
-            {"name": "vision", "members": ["alice"], "admins": ["bob"], "priority": 5,
-             "quota": {"guaranteed": {"cpu": "8", "gpu": "8"}, "max": {"cpu": "16", "gpu": "16"}}},
-            {"name": "nlp", "members": ["carol", "alice"], "storage": "/data/nlp"},
-            {"name": "shared", "members": ["*"], "quota": {"max": {"cpu": "4", "memory": "8Gi"}}},
-        ],
-    },
-}
 
 
 def _platform(**spec: Any) -> Platform:
