@@ -23,7 +23,7 @@ from cuberay.platform.spec import (
     load_platform,
     platform_schema,
 )
-from cuberay.platform.spec.load import read_documents
+from cuberay.platform.spec.documents import read_documents
 from cuberay.platform.spec.resources import format_resources
 
 spec_app = typer.Typer(help="Validate job and platform files; export their JSON Schema for editors.",

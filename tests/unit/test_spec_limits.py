@@ -14,7 +14,7 @@ import pytest
 from cuberay.cli import main
 from cuberay.errors import SpecError
 from cuberay.platform.spec import load_spec
-from cuberay.platform.spec.load import MAX_SPEC_BYTES, read_documents
+from cuberay.platform.spec.documents import MAX_SPEC_BYTES, read_documents
 from cuberay.platform.spec.resources import parse_worker
 
 HEAD = "apiVersion: cuberay.io/v1alpha1\nkind: TrainJob\nmetadata: {name: bomb}\nspec:\n  entrypoint: pkg.mod:train\n"

@@ -37,14 +37,8 @@ from cuberay.platform.spec import (
     SpecModel,
     load_platform,
 )
-from cuberay.platform.spec.load import (
-    Document,
-    field_names,
-    one_document,
-    read_documents,
-    require_mapping,
-    spec_error,
-)
+from cuberay.platform.spec.documents import Document, one_document, read_documents, require_mapping
+from cuberay.platform.spec.load import field_names, spec_error
 
 
 class NodeGroup(SpecModel):

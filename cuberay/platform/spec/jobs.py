@@ -18,14 +18,8 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from cuberay.errors import SpecError
 from cuberay.platform.spec.common import SpecModel
-from cuberay.platform.spec.load import (
-    Document,
-    field_names,
-    one_document,
-    read_documents,
-    require_mapping,
-    spec_error,
-)
+from cuberay.platform.spec.documents import Document, one_document, read_documents, require_mapping
+from cuberay.platform.spec.load import field_names, spec_error
 from cuberay.platform.spec.platform_file import Platform
 from cuberay.platform.spec.serve import ServeApp
 from cuberay.platform.spec.train import Task, TrainJob
