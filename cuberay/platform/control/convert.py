@@ -15,6 +15,7 @@ from cuberay.platform.control.records import JobIdentity, QueueEntry, TenantUsag
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.admission import ClusterState, RunningJob
 from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Job, Platform, Tenant
 
@@ -63,7 +64,8 @@ def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
     """The scheduler's view of a job: gang of min_workers, growing to max_workers when elastic."""
     elastic = job.max_workers > job.min_workers
     return JobRequest(
-        id=job_id, tenant=tenant.name, worker=job.worker_request(), workers=job.min_workers,
+        id=job_id, tenant=tenant.name, workers=job.min_workers,
+        worker=confine_to_pools(job.worker_request(), None if tenant.pools is None else tuple(tenant.pools)),
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
         attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s,

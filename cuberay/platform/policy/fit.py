@@ -38,7 +38,8 @@ def platform_ledger(platform: Platform) -> Ledger:
 
 def tenant_quotas(platform: Platform) -> dict[str, TenantQuota]:
     """Each tenant's guaranteed and max resources as the admission core sees them."""
-    return {t.name: TenantQuota(t.name, t.guaranteed_resources(), t.max_resources()) for t in platform.tenants}
+    return {t.name: TenantQuota(t.name, t.guaranteed_resources(), t.max_resources(),
+                                None if t.pools is None else tuple(t.pools)) for t in platform.tenants}
 
 
 def platform_policy(platform: Platform) -> Policy:

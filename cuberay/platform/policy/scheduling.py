@@ -1,7 +1,7 @@
 """Scheduling knobs and tenant quotas as the pure core sees them.
 
-The spec layer (``specs.py``) builds these from the platform file; the
-simulator builds them from flags. Named policies: ``cuberay`` (ours) and the
+``policy.fit`` builds these from the platform file; the simulator builds
+them from flags. Named policies: ``cuberay`` (ours) and the
 baselines ``fifo`` (strict FIFO gang, like Volcano's default queue) and
 ``fifo-backfill`` (FIFO with aggressive backfill and no reservation).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from cuberay.errors import SpecError
-from cuberay.platform.spec.resources import Resources
+from cuberay.platform.spec.resources import LABEL_POOL, Resources, WorkerRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,19 @@ class TenantQuota:
     name: str
     guaranteed: Resources = Resources()
     max: Resources | None = None
+    pools: tuple[str, ...] | None = None  # node pools its jobs may use (label cuberay.io/pool); None = any node
+
+
+def confine_to_pools(worker: WorkerRequest, pools: tuple[str, ...] | None) -> WorkerRequest:
+    """``worker`` restricted to nodes of ``pools`` (unless it names a pool itself); unchanged for None.
+
+    The same rule holds in the simulator (pool nodes carry the label), on a live Ray whose nodes carry it
+    (KubeRay worker groups set it) and in the Kueue/Volcano quotas rendered per pool.
+    """
+    if pools is None or any(key == LABEL_POOL for key, _ in worker.labels):
+        return worker
+    labels = tuple(sorted((*worker.labels, (LABEL_POOL, f"in({','.join(sorted(pools))})"))))
+    return replace(worker, labels=labels)
 
 
 @dataclass(frozen=True, slots=True)

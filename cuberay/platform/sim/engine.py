@@ -27,7 +27,7 @@ from cuberay.errors import SpecError
 from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, schedule
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
-from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
+from cuberay.platform.policy.scheduling import Policy, TenantQuota, confine_to_pools, policy_named
 from cuberay.platform.spec.resources import CPU, GPU, MEMORY, Resources, WorkerRequest
 
 LARGE_JOB_GPUS = 16
@@ -280,6 +280,8 @@ class _Sim:
         p = self.progress[job_id]
         tj = p.trace
         worker = WorkerRequest(Resources({GPU: tj.gpus, CPU: tj.cpus, MEMORY: tj.memory}))
+        quota = self.state.tenants.get(tj.tenant)
+        worker = confine_to_pools(worker, quota.pools if quota else None)
         req = JobRequest(tj.id, tj.tenant, worker, tj.workers, tj.placement, tj.priority, tj.submit_time)
         if self.state.submit(req) is not None:
             self.rejected += 1

@@ -1,0 +1,69 @@
+"""A tenant's `pools` confine its jobs to those node pools: in the simulator, in the live controller's
+requests and in the could-it-ever-fit check alike (Kubernetes renders the same pools as the tenant's worker
+groups and Kueue flavors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cuberay.errors import AdmissionError
+from cuberay.platform.control.convert import job_request
+from cuberay.platform.policy.fit import check_job, tenant_quotas
+from cuberay.platform.policy.scheduling import confine_to_pools
+from cuberay.platform.sim.cluster import cluster_from_pools
+from cuberay.platform.sim.engine import TraceJob, simulate
+from cuberay.platform.spec import load_platform, load_spec
+from cuberay.platform.spec.resources import LABEL_POOL, parse_worker
+
+
+def _platform(vision_pools: list[str] | None) -> Any:
+    vision: dict[str, Any] = {"name": "vision", "members": ["*"],
+                              "quota": {"guaranteed": {"cpu": "8", "gpu": "8"}, "max": {"cpu": "32", "gpu": "16"}}}
+    if vision_pools is not None:
+        vision["pools"] = vision_pools
+    pool = {"nodes": 1, "resources": {"cpu": "16", "memory": "64Gi", "gpu": "8"}}
+    return load_platform({
+        "apiVersion": "cuberay.io/v1alpha1", "kind": "Platform",
+        "spec": {"tenants": [vision, {"name": "nlp", "members": ["*"]}],
+                 "node_pools": [{"name": "east", **pool}, {"name": "west", **pool}]}})
+
+
+def _makespan_h(vision_pools: list[str] | None) -> float:
+    platform = _platform(vision_pools)
+    jobs = [TraceJob(f"j{i}", submit_time=0.0, duration=3600.0, gpus=1.0, workers=8, tenant="vision")
+            for i in range(2)]
+    report = simulate(jobs, cluster_from_pools(platform.spec.node_pools), tenant_quotas(platform))
+    assert report.finished == 2
+    return report.makespan_s / 3600.0
+
+
+def test_the_simulator_keeps_a_tenant_in_its_pools() -> None:
+    assert _makespan_h(None) == pytest.approx(1.0)        # both 8-GPU gangs at once, one per pool
+    assert _makespan_h(["east"]) == pytest.approx(2.0)    # one pool: one after the other
+
+
+def test_live_requests_carry_the_pool_constraint() -> None:
+    platform = _platform(["east", "west"])
+    job = load_spec({"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": "t"},
+                     "spec": {"command": "true"}})
+    req = job_request("vision-t-1", job, platform.tenant("vision"), 0.0)
+    assert req.worker.node_selector()[LABEL_POOL] == "in(east,west)"
+    assert LABEL_POOL not in job_request("nlp-t-1", job, platform.tenant("nlp"), 0.0).worker.node_selector()
+
+
+def test_a_pool_the_job_names_itself_wins() -> None:
+    worker = parse_worker(cpu="1", labels={LABEL_POOL: "west"})
+    assert confine_to_pools(worker, ("east",)) is worker
+    assert confine_to_pools(parse_worker(cpu="1"), None).labels == ()
+
+
+def test_a_gang_larger_than_the_tenants_pools_can_never_run() -> None:
+    platform = _platform(["east"])
+    job = load_spec({"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": "big", "tenant": "vision"},
+                     "spec": {"command": "true", "workers": 2, "resources": {"gpu": "8", "cpu": "1"},
+                              "placement": "strict_spread"}})
+    with pytest.raises(AdmissionError):
+        check_job(platform, job)
+    assert check_job(_platform(None), job).name == "vision"
