@@ -7,6 +7,7 @@ so the Ray Job's status tells the controller how it went:
   TrainJob, function mode   Ray Train TorchTrainer, worker i pinned to node i
   TrainJob, command mode    a command gang (placement group pinned per bundle)
   Task                      a command gang
+  TuneJob                   a Ray Tune search (cuberay/tune), one trial slot per worker node
   other kinds               refused at submit (convert.RUNNABLE_KINDS); a stored one exits 1 with the reason
 
 ``run_file`` is the external driver of ``ray job submit -- cuberay run
@@ -77,9 +78,11 @@ def run_job(job_id: str) -> int:
 
 
 def dispatch(ctx: dict[str, Any]) -> int:
-    from cuberay.platform.spec import Task, TrainJob, load_spec
+    from cuberay.platform.spec import Task, TrainJob, TuneJob, load_spec
 
     job = load_spec(ctx["spec"])
+    if isinstance(job, TuneJob):
+        return _tune(job, ctx)
     if isinstance(job, TrainJob) and job.spec.entrypoint:
         return _train_function(job, ctx)
     if isinstance(job, (TrainJob, Task)):
@@ -106,6 +109,24 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
         callbacks=[CheckpointReporter(ctx["record"].id, int(ctx["attempt"]))])
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
+    return EXIT_OK
+
+
+def _tune(job: Any, ctx: dict[str, Any]) -> int:
+    from cuberay.tune.job import run_tune_job
+
+    job_id, attempt = ctx["record"].id, ctx["attempt"]
+
+    def report(text: str, final: bool) -> None:
+        try:
+            client._call("job_report", job_id, attempt, text, final)
+        except CuberayError as err:  # progress is a nicety; the search goes on
+            say(f"could not report progress: {err}")
+
+    _, paths, text = run_tune_job(job, job_id=job_id, node_ids=list(ctx["node_ids"]),
+                                  storage_path=ctx["storage_path"], report=report)
+    say(text)
+    say(f"trials {paths['csv']}" + (f", plot {paths['png']}" if "png" in paths else ""))
     return EXIT_OK
 
 

@@ -233,7 +233,8 @@ class Controller(Views, DriverAPI):
         nodes = ", ".join(sorted({conv.short(n) for n in d.node_ids}))
         reason = f"{d.reason} on node(s) {nodes}"
         self.store.update_job(d.job_id, state=JobState.ADMITTED, allocation=conv.allocation_of(d.node_ids),
-                              attempts=attempt, reason=reason, start_time=now, end_time=None, checkpoint_time=None,
+                              attempts=attempt, reason=reason, message=None, start_time=now, end_time=None,
+                              checkpoint_time=None,
                               submission_id=None if rec.driver == "launcher" else rec.submission_id)
         self.store.add_event("admitted", f"attempt {attempt}: {len(run.allocation.slots)} worker(s) {reason}",
                              d.job_id)
@@ -292,7 +293,7 @@ class Controller(Views, DriverAPI):
             if rec.state.is_terminal or rec.submission_id != sid:
                 continue
             if status == SUCCEEDED:
-                self._end(job_id, JobState.SUCCEEDED, f"Ray Job {sid} succeeded", now)
+                self._end(job_id, JobState.SUCCEEDED, rec.message or f"Ray Job {sid} succeeded", now)
             elif status == STOPPED:
                 self._end(job_id, JobState.CANCELLED, f"Ray Job {sid} was stopped outside cuberay", now)
             else:

@@ -21,7 +21,7 @@ from cuberay.platform.spec import Job, Platform, Tenant
 
 # The kinds the runner can run (cuberay/platform/runner.py dispatch). Submit refuses the others, so a job
 # never waits in the queue and holds quota only to fail when its turn comes. A kind joins when it runs.
-RUNNABLE_KINDS = ("TrainJob", "Task")
+RUNNABLE_KINDS = ("TrainJob", "Task", "TuneJob")
 
 
 def require_runnable(job: Job, file: str | None = None) -> None:

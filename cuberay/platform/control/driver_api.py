@@ -55,6 +55,13 @@ class DriverAPI:
                 "storage_path": str(Path(tenant.storage or self.platform.storage_path() / tenant.name)
                                     .expanduser())}
 
+    async def job_report(self, job_id: str, attempt: int, text: str, final: bool = False) -> JobRecord:
+        """A running driver's progress (into reason) or result (into message, kept when it succeeds)."""
+        rec = self.store.get_job(job_id)
+        if not rec.state.holds_resources or attempt != rec.attempts:
+            return rec  # a stale attempt
+        return self.store.update_job(job_id, **({"message": text} if final else {"reason": text}))
+
     async def finished(self, job_id: str, ok: bool, message: str = "", attempt: int | None = None) -> JobRecord:
         """An external driver's report of its run's end."""
         async with self._lock:
@@ -64,7 +71,9 @@ class DriverAPI:
                 return rec  # a stale report (preempted or cancelled meanwhile)
             now = time.time()
             if ok:
-                return self._end(job_id, JobState.SUCCEEDED, message or "driver reported success", now)
+                # A message the run reported (job_report) says more than "the run exited 0".
+                return self._end(job_id, JobState.SUCCEEDED, rec.message or message or "driver reported success",
+                                 now)
             self._failed(rec, message or "driver reported failure", now)
             return self.store.get_job(job_id)
 

@@ -46,7 +46,7 @@ def _job_from(doc: Document) -> Job:
         what = "the document has no kind" if kind is None else f"kind {kind!r} is not a job kind"
         raise SpecError(f"{what}; {hint}", file=doc.file, path="kind")
     try:
-        return _JOBS.validate_python(data)
+        return _JOBS.validate_python(data, context={"file": doc.file})  # TuneJob: files beside the spec
     except ValidationError as exc:
         raise spec_error(exc, doc, vocabulary=field_names(SpecModel), strip_first=True) from None
 

@@ -1,0 +1,56 @@
+"""A TuneJob's driver: the admitted gang's slots become trial slots, the search runs, results are kept.
+
+``run_tune_job`` is what the runner dispatches a TuneJob to. Each of the gang's
+workers is one trial slot pinned to the node admission chose for it (see
+cuberay/tune/searchers.py), so the search never uses more than its allocation.
+While it runs, the job record's reason says how many trials are done, running
+and failed and the best so far; at the end its message holds the best value and
+config, and results.json, trials.csv and progress.png go under the tenant's
+storage, beside Ray Tune's own experiment directory.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from cuberay.tune import results as results_io
+from cuberay.tune.progress import Progress
+from cuberay.tune.search import SearchResult, TrialCode, run_search
+
+REPORT_EVERY_S = 2.0
+
+
+def search_kwargs(spec: Any) -> dict[str, Any]:
+    """run_search's arguments from a TuneSpec (everything but where and on which nodes)."""
+    return dict(metric=spec.metric, mode=spec.mode, algorithm=spec.algorithm, algorithm_args=spec.algorithm_args,
+                scheduler=spec.scheduler, scheduler_args=spec.scheduler_args, num_samples=spec.num_samples,
+                max_concurrent=spec.trial_slots, seed=spec.seed)
+
+
+def trial_code(spec: Any) -> TrialCode:
+    return TrialCode(entrypoint=spec.entrypoint, command=spec.command, code_dir=spec.code_dir, env=dict(spec.env))
+
+
+def run_tune_job(job: Any, *, job_id: str, node_ids: list[str], storage_path: str,
+                 report: Callable[[str, bool], None] | None = None) -> tuple[SearchResult, dict[str, str], str]:
+    """Run the search of ``job`` (a TuneJob) on ``node_ids``; (result, file paths, record message)."""
+    last = [0.0]
+
+    def on_progress(progress: Progress) -> None:
+        now = time.monotonic()
+        if report is not None and now - last[0] >= REPORT_EVERY_S:
+            last[0] = now
+            report(progress.summary(), False)
+
+    result = run_search(trial_code(job.spec), job.spec.search_space, **search_kwargs(job.spec),
+                        trial_resources=job.worker_request().to_ray(), node_ids=list(node_ids),
+                        storage_path=storage_path, name=job_id, max_runtime_s=job.max_runtime_s,
+                        on_progress=on_progress)
+    out = Path(storage_path) / job_id
+    paths = results_io.write(result, out)
+    text = results_io.message(result, paths["json"])
+    if report is not None:
+        report(text, True)
+    return result, paths, text
