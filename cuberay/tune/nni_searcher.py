@@ -36,8 +36,6 @@ from cuberay.errors import SpecError
 from cuberay.tune import space as spaces
 
 log = logging.getLogger(__name__)
-# NNI's tuners log every suggestion and trial end at INFO on the "nni" logger; keep warnings only.
-logging.getLogger("nni").setLevel(logging.WARNING)
 
 FINAL_KEY = "nni_final"   # set by the bridge on every report: True for report_final_result
 ALGORITHMS = ("tpe", "random", "anneal", "evolution", "gridsearch")
@@ -67,6 +65,8 @@ def make_tuner(name: str, args: Mapping[str, Any] | None = None, *, mode: str = 
                seed: int | None = None) -> Any:
     """An NNI tuner built from its class arguments; ``mode`` and ``seed`` are the search's."""
     cls = _tuner_class(name)
+    # NNI's tuners log every suggestion and trial end at INFO, to stdout (set up when nni is first imported).
+    logging.getLogger("nni").setLevel(logging.WARNING)
     accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "algorithm_name")]
     kwargs = dict(args or {})
     for key in kwargs:

@@ -47,6 +47,7 @@ class TrialRecord:
     runtime_s: float
     history: list[float]            # every reported value, in order
     error: str | None = None
+    node_id: str | None = None      # the node it ran on
 
 
 @dataclass(frozen=True)
@@ -99,17 +100,23 @@ def make_trainable(code: TrialCode, metric: str) -> Callable[[dict], None]:
         raise SpecError("set exactly one of entrypoint and command", path="entrypoint")
 
     def nni_trial(config: dict) -> None:
+        import ray
         from ray import tune
 
         params = {k: v for k, v in config.items() if k != SLOT_KEY}
+        node_id = ray.get_runtime_context().get_node_id()
+
+        def report(result: dict) -> None:
+            tune.report({**result, "node_id": node_id})  # where it ran, for the record
+
         if code.command is not None:
             trial_dir = Path(tune.get_context().get_trial_dir() or os.getcwd())
-            run_command_trial(code.command, params, metric=metric, report=tune.report, sys_dir=trial_dir / "nni",
+            run_command_trial(code.command, params, metric=metric, report=report, sys_dir=trial_dir / "nni",
                               code_dir=code.code_dir, env=code.env)
         else:
             os.environ.update(code.env)
             func = load_trial_function(code.entrypoint, code.code_dir)
-            run_function_trial(func, params, metric=metric, report=tune.report)
+            run_function_trial(func, params, metric=metric, report=report)
 
     return nni_trial
 
@@ -178,4 +185,4 @@ def _record(result: Any, metric: str) -> TrialRecord:
         state="ERROR" if result.error else "TERMINATED", value=None if result.error else value,
         final=bool(metrics.get("nni_final", True)), iterations=int(metrics.get("training_iteration") or 0),
         runtime_s=float(metrics.get("time_total_s") or 0.0), history=history,
-        error=str(result.error).strip()[-2000:] if result.error else None)
+        error=str(result.error).strip()[-2000:] if result.error else None, node_id=metrics.get("node_id"))
