@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from cuberay.cli import main
 from cuberay.errors import JobFailedError

@@ -9,8 +9,15 @@ from pathlib import Path
 import nni
 import pytest
 
-from cuberay.tune.nni_bridge import (MetricsReader, TrialFailed, run_command_trial, run_function_trial,
-                                     takes_config, to_tune_result, write_parameters)
+from cuberay.tune.nni_bridge import (
+    MetricsReader,
+    TrialFailed,
+    run_command_trial,
+    run_function_trial,
+    takes_config,
+    to_tune_result,
+    write_parameters,
+)
 
 
 def nni_style_trial():
