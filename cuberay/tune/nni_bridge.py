@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import os
+import re
 import signal
 import subprocess
 import time
@@ -88,8 +89,13 @@ def _trial_ids() -> tuple[str, str, int]:
 
     ctx = tune.get_context()
     trial_id = ctx.get_trial_id() or "STANDALONE"
-    suffix = trial_id.rsplit("_", 1)[-1]
-    return ctx.get_experiment_name() or "STANDALONE", trial_id, int(suffix) if suffix.isdigit() else 0
+    return ctx.get_experiment_name() or "STANDALONE", trial_id, trial_index(ctx.get_trial_dir() or "", trial_id)
+
+
+def trial_index(trial_dir: str, trial_id: str) -> int:
+    """Tune's trial number: trial directories are named ``<trainable>_<trial id>_<number>_<params>...``."""
+    found = re.search(rf"_{re.escape(trial_id)}_(\d+)", Path(trial_dir).name)
+    return int(found.group(1)) if found else 0
 
 
 def install_channel(channel: Any, experiment_id: str, trial_id: str, sequence_id: int) -> None:

@@ -16,12 +16,6 @@ from typing import Any
 from cuberay.tune.search import SearchResult, TrialRecord
 
 
-def trial_order(trial: TrialRecord) -> int:
-    """Tune's trial number (the suffix of its id), the order trials were suggested in."""
-    suffix = trial.trial_id.rsplit("_", 1)[-1]
-    return int(suffix) if suffix.isdigit() else 0
-
-
 def summary(result: SearchResult) -> dict[str, Any]:
     best = result.best
     return {
@@ -51,7 +45,7 @@ def write(result: SearchResult, out_dir: str | Path) -> dict[str, str]:
     """results.json (summary and every trial), trials.csv, progress.png; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    trials = sorted(result.trials, key=trial_order)
+    trials = sorted(result.trials, key=lambda t: t.index)
     paths = {"json": str(out / "results.json"), "csv": str(out / "trials.csv")}
     data = {**summary(result), "counts": result.counts, "trials_detail": [asdict(t) for t in trials]}
     Path(paths["json"]).write_text(json.dumps(data, indent=2, default=str) + "\n")
@@ -78,7 +72,7 @@ def plot(result: SearchResult, path: Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    trials = sorted(result.trials, key=trial_order)
+    trials = sorted(result.trials, key=lambda t: t.index)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     xs = [i for i, t in enumerate(trials) if t.value is not None]
     ys = [t.value for t in trials if t.value is not None]

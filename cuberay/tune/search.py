@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from cuberay.errors import JobFailedError, SpecError
-from cuberay.tune.nni_bridge import run_command_trial, run_function_trial
+from cuberay.tune.nni_bridge import run_command_trial, run_function_trial, trial_index
 from cuberay.tune.progress import Progress, ProgressCallback
 from cuberay.tune.schedulers import make_scheduler
 from cuberay.tune.searchers import SLOT_KEY, SlotSearcher, make_searcher, slot_resources
+
+NODE_FILE = "cuberay_node_id"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class TrialRecord:
     history: list[float]            # every reported value, in order
     error: str | None = None
     node_id: str | None = None      # the node it ran on
+    index: int = 0                  # Tune's trial number: the order trials were suggested in
 
 
 @dataclass(frozen=True)
@@ -105,12 +108,13 @@ def make_trainable(code: TrialCode, metric: str) -> Callable[[dict], None]:
 
         params = {k: v for k, v in config.items() if k != SLOT_KEY}
         node_id = ray.get_runtime_context().get_node_id()
+        trial_dir = Path(tune.get_context().get_trial_dir() or os.getcwd())
+        (trial_dir / NODE_FILE).write_text(node_id)  # Ray Tune-style trials report without the bridge
 
         def report(result: dict) -> None:
             tune.report({**result, "node_id": node_id})  # where it ran, for the record
 
         if code.command is not None:
-            trial_dir = Path(tune.get_context().get_trial_dir() or os.getcwd())
             run_command_trial(code.command, params, metric=metric, report=report, sys_dir=trial_dir / "nni",
                               code_dir=code.code_dir, env=code.env)
         else:
@@ -180,9 +184,12 @@ def _record(result: Any, metric: str) -> TrialRecord:
     value = metrics.get(metric)
     value = float(value) if isinstance(value, (int, float)) and math.isfinite(float(value)) else None
     config = {k: v for k, v in (result.config or {}).items() if k != SLOT_KEY}
+    trial_id = str(metrics.get("trial_id") or Path(result.path).name)
+    node_file = Path(result.path) / NODE_FILE
+    node_id = metrics.get("node_id") or (node_file.read_text().strip() if node_file.is_file() else None)
     return TrialRecord(
-        trial_id=str(metrics.get("trial_id") or Path(result.path).name), config=config,
+        trial_id=trial_id, index=trial_index(result.path, trial_id), config=config,
         state="ERROR" if result.error else "TERMINATED", value=None if result.error else value,
         final=bool(metrics.get("nni_final", True)), iterations=int(metrics.get("training_iteration") or 0),
         runtime_s=float(metrics.get("time_total_s") or 0.0), history=history,
-        error=str(result.error).strip()[-2000:] if result.error else None, node_id=metrics.get("node_id"))
+        error=str(result.error).strip()[-2000:] if result.error else None, node_id=node_id)

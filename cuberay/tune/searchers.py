@@ -74,13 +74,19 @@ class RaySpaceSearcher(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         pass
 
+    def get_state(self) -> dict:
+        return dict(self.__dict__)
+
+    def set_state(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.__dict__, f)
+            pickle.dump(self.get_state(), f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
-            self.__dict__.update(pickle.load(f))
+            self.set_state(pickle.load(f))
 
 
 class SlotSearcher(Searcher):
@@ -115,13 +121,20 @@ class SlotSearcher(Searcher):
         self._taken.pop(trial_id, None)
         self.searcher.on_trial_complete(trial_id, result=result, error=error)
 
+    def get_state(self) -> dict:
+        # Tune saves the wrapped searcher on its own (save_to_dir); this wrapper keeps only its slots.
+        return {"slots": self.slots, "taken": dict(self._taken)}
+
+    def set_state(self, state: dict) -> None:
+        self.slots, self._taken = state["slots"], dict(state["taken"])
+
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.__dict__, f)
+            pickle.dump(self.get_state(), f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
-            self.__dict__.update(pickle.load(f))
+            self.set_state(pickle.load(f))
 
 
 def slot_resources(node_ids: list[str], bundle: Mapping[str, float]) -> Any:

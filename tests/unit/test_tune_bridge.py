@@ -135,3 +135,10 @@ def test_parameter_file_is_what_nnis_local_channel_reads(tmp_path, monkeypatch):
     record = LocalLegacyTrialCommandChannel().receive_parameter()
     assert record["parameters"] == {"lr": 0.1} and record["parameter_id"] == 7
     assert Path(tmp_path / ".nni").is_dir()
+
+
+def test_trial_number_comes_from_tunes_trial_directory_name():
+    from cuberay.tune.nni_bridge import trial_index
+
+    assert trial_index("/r/exp/nni_trial_85227775_12_x1=4.55,x2=4.04_2026-11-30_10-58-35", "85227775") == 12
+    assert trial_index("/r/exp/something-else", "85227775") == 0

@@ -11,7 +11,7 @@ from cuberay.tune.search import SearchResult, TrialRecord
 
 
 def trial(i: int, value, *, final=True, state="TERMINATED", history=()) -> TrialRecord:
-    return TrialRecord(trial_id=f"abc_0000{i}", config={"lr": 0.1 * i, "opt": {"_name": "sgd"}}, state=state,
+    return TrialRecord(trial_id=f"id{i}", index=i, config={"lr": 0.1 * i, "opt": {"_name": "sgd"}}, state=state,
                        value=value, final=final, iterations=len(history), runtime_s=1.5, history=list(history),
                        error="Boom\ntrace" if state == "ERROR" else None, node_id="n1")
 
@@ -27,7 +27,7 @@ def test_files_hold_every_trial_in_suggestion_order(tmp_path):
     paths = results.write(search(), tmp_path / "out")
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["best_value"] == 0.9 and data["best_config"]["lr"] == 0.2 and data["trials"] == 3
-    assert [t["trial_id"] for t in data["trials_detail"]] == ["abc_00001", "abc_00002", "abc_00003"]
+    assert [t["trial_id"] for t in data["trials_detail"]] == ["id1", "id2", "id3"]
     rows = list(csv.DictReader(open(paths["csv"])))
     assert [r["state"] for r in rows] == ["TERMINATED", "TERMINATED", "ERROR"] and rows[1]["acc"] == "0.9"
     assert json.loads(rows[0]["opt"]) == {"_name": "sgd"}
