@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from cuberay.tune.search import SearchResult, TrialRecord
+from cuberay.tune.search import SearchResult
 
 
 def summary(result: SearchResult) -> dict[str, Any]:

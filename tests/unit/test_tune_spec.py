@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cuberay.cli import main
 from cuberay.errors import SpecError
 from cuberay.platform.spec import TuneJob, load_spec
 from cuberay.platform.spec.tune import ALGORITHMS, SCHEDULERS
@@ -113,3 +114,13 @@ def test_nni_defaults_follow_each_tuners_own_direction(tmp_path):
                                     "trial_concurrency": 2, "max_trial_number": 3, "tuner": {"name": "random"},
                                     "trial_gpu_number": 1}, tmp_path / "e.yml")
     assert snake["spec"]["resources"]["gpu"] == "1" and snake["spec"]["workers"] == 2
+
+
+def test_cli_import_dry_run_prints_a_valid_tunejob(capsys, tmp_path: Path) -> None:
+    code = main(["tune", "import", str(REPO_ROOT / "configs/tune/experiment.yml"), "--dry-run"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    (tmp_path / "job.yaml").write_text(out)
+    job = load_spec(tmp_path / "job.yaml")
+    assert job.kind == "TuneJob" and job.spec.command == "python3 trial.py" and job.spec.num_samples == 8
+    assert job.spec.scheduler == "median_stopping" and job.spec.search_space["lr"]["_type"] == "loguniform"
