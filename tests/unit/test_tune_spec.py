@@ -65,6 +65,11 @@ def test_bad_tunejobs_name_the_field(spec, path, words):
     assert err.value.path == path and words in str(err.value)
 
 
+def test_the_gang_is_the_concurrent_trials_when_workers_is_not_given():
+    assert load_spec(tune_doc(max_concurrent_trials=3)).spec.max_workers == 3
+    assert load_spec(tune_doc()).spec.trial_slots == 1
+
+
 def test_file_entrypoints_and_all_knobs_are_accepted():
     job = load_spec(tune_doc(entrypoint="trial.py:main", algorithm="nni:anneal", seed=3, scheduler="asha",
                              scheduler_args={"max_t": 4}, workers=3, max_concurrent_trials=2))

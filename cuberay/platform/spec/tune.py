@@ -70,6 +70,14 @@ class TuneSpec(WorkloadSpec):
                                            "{max_t: 10, grace_period: 1} (counted in intermediate reports).")
     seed: int | None = Field(None, description="Seed of the search algorithm (nni:evolution cannot be seeded).")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _slots_from_concurrency(cls, data: Any) -> Any:
+        # The gang is max_concurrent_trials x one trial's resources when workers is not given.
+        if isinstance(data, Mapping) and "workers" not in data and isinstance(data.get("max_concurrent_trials"), int):
+            return {**data, "workers": data["max_concurrent_trials"]}
+        return data
+
     @field_validator("entrypoint")
     @classmethod
     def _entry(cls, v: str | None) -> str | None:
