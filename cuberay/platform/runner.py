@@ -89,7 +89,7 @@ def dispatch(ctx: dict[str, Any]) -> int:
         return _command_gang(job, ctx)
     from cuberay.platform.control.convert import RUNNABLE_KINDS
 
-    say(f"{job.kind} jobs do not run on this platform (it runs {' and '.join(RUNNABLE_KINDS)} jobs); "
+    say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS[:-1])} and {RUNNABLE_KINDS[-1]} jobs); "
         f"nothing was run")
     return EXIT_FAILED
 

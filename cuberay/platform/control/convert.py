@@ -27,7 +27,7 @@ RUNNABLE_KINDS = ("TrainJob", "Task", "TuneJob")
 def require_runnable(job: Job, file: str | None = None) -> None:
     """SpecError (exit 2) for a job of a kind this platform cannot run yet, naming what runs today."""
     if job.kind not in RUNNABLE_KINDS:
-        raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {' and '.join(RUNNABLE_KINDS)} "
+        raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {', '.join(RUNNABLE_KINDS[:-1])} and {RUNNABLE_KINDS[-1]} "
                         f"jobs. `cuberay spec validate` still checks a {job.kind} file", file=file, path="kind")
 
 
