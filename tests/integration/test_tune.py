@@ -22,8 +22,9 @@ from tests.support import wait_for
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def unique(job, tenant: str = "c"):  # c has no max quota: the example asks for memory
+def unique(job, tenant: str = "a"):
     data = job.with_tenant(tenant).model_dump(mode="json", by_alias=True)
+    data["spec"]["resources"].pop("memory", None)  # the test tenants have CPU and GPU quotas only
     data["metadata"]["name"] = f"{job.name}-{uuid.uuid4().hex[:6]}"
     return load_spec(data)
 
@@ -32,7 +33,7 @@ def unique(job, tenant: str = "c"):  # c has no max quota: the example asks for 
 def test_the_example_tunejob_runs_nni_trials_with_asha_on_its_gang(platform) -> None:
     """configs/jobs/tune.yaml: the NNI script as a function trial, 8 trials of nni:tpe, ASHA stops some early."""
     job = unique(load_spec(REPO_ROOT / "configs/jobs/tune.yaml"))
-    ref = client.submit(job, "c")
+    ref = client.submit(job, "a")
     # While it runs, the record says how far the search is.
     running = wait_for(lambda: (r := client.status(ref.id)).reason.startswith("trials ") and r, 300,
                        "trial progress in the job record")
