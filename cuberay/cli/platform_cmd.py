@@ -100,7 +100,7 @@ def demo(
     timeout: float = typer.Option(600.0, "--timeout", help="Cancel what is left (and shut down) after this "
                                                             "many seconds."),
 ) -> None:
-    """Start a local platform, run three example jobs while showing the queue, print results, shut down.
+    """Start a local platform, run four example jobs while showing the queue, print results, shut down.
 
     Submits a 2-worker DDP TrainJob (an MLP on sklearn's digits), a command-mode
     Task, and a job that must wait for its tenant's quota. Runs in a scratch
@@ -170,6 +170,8 @@ def _result_rows(result: DemoResult) -> list[dict[str, str]]:
             row["result"] = f"waited for: {result.waited[record.id]}"
         elif record.state == JobState.SUCCEEDED and record.kind == "TrainJob" and result.accuracy is not None:
             row["result"] = f"test accuracy {result.accuracy:.3f}"
+        elif record.state == JobState.SUCCEEDED and record.kind == "TuneJob":
+            row["result"] = (record.message or "").split("; results in ")[0]  # best value and config, counts
         elif record.state == JobState.SUCCEEDED:
             row["result"] = "ok"
         else:  # why it failed

@@ -1,4 +1,4 @@
-"""``cuberay demo``: a local platform, three example jobs, the queue while they run, the results.
+"""``cuberay demo``: a local platform, four example jobs, the queue while they run, the results.
 
 It starts a local Ray head with the controller (``client.up``), submits
 
@@ -6,6 +6,7 @@ It starts a local Ray head with the controller (``client.up``), submits
 * ``task.yaml``: a command-mode Task gang (tenant research),
 * ``demo-wait.yaml``: a Task of tenant vision that cannot start while the DDP job
   holds vision's quota, so the queue shows it waiting with the reason,
+* ``tune-branin.yaml``: a short NNI-TPE search (TuneJob, tenant nlp, a quarter CPU),
 
 reports a :class:`Snapshot` about once a second until every job is terminal,
 and always shuts the platform down. Presentation is the caller's (the CLI
@@ -48,7 +49,7 @@ from cuberay.platform.spec import Platform, load_platform, load_spec
 # configs/ next to the package in a checkout (make demo), else in the working directory.
 _CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CONFIGS = _CHECKOUT_CONFIGS if _CHECKOUT_CONFIGS.is_dir() else Path("configs")
-DEMO_JOBS = ("jobs/train-ddp.yaml", "jobs/task.yaml", "jobs/demo-wait.yaml")
+DEMO_JOBS = ("jobs/train-ddp.yaml", "jobs/task.yaml", "jobs/demo-wait.yaml", "jobs/tune-branin.yaml")
 DDP_JOB = "jobs/train-ddp.yaml"
 # Ray reads a starting node's resources from this variable (what its autoscaler uses for fake nodes).
 RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"

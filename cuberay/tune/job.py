@@ -11,15 +11,12 @@ storage, beside Ray Tune's own experiment directory.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 from cuberay.tune import results as results_io
 from cuberay.tune.progress import Progress
 from cuberay.tune.search import SearchResult, TrialCode, run_search
-
-REPORT_EVERY_S = 2.0
 
 
 def search_kwargs(spec: Any) -> dict[str, Any]:
@@ -36,13 +33,14 @@ def trial_code(spec: Any) -> TrialCode:
 def run_tune_job(job: Any, *, job_id: str, node_ids: list[str], storage_path: str,
                  report: Callable[[str, bool], None] | None = None) -> tuple[SearchResult, dict[str, str], str]:
     """Run the search of ``job`` (a TuneJob) on ``node_ids``; (result, file paths, record message)."""
-    last = [0.0]
+    last = [""]
 
     def on_progress(progress: Progress) -> None:
-        now = time.monotonic()
-        if report is not None and now - last[0] >= REPORT_EVERY_S:
-            last[0] = now
-            report(progress.summary(), False)
+        # Trial starts and ends, and a new best: a few calls per trial, each a quick controller update.
+        text = progress.summary()
+        if report is not None and text != last[0]:
+            last[0] = text
+            report(text, False)
 
     result = run_search(trial_code(job.spec), job.spec.search_space, **search_kwargs(job.spec),
                         trial_resources=job.worker_request().to_ray(), node_ids=list(node_ids),
