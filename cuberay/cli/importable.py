@@ -31,6 +31,9 @@ def import_paths(spec: Any, path: str = "") -> Iterator[tuple[str, str]]:
         for key, value in spec.items():
             where = f"{path}.{key}" if path else str(key)
             if key in IMPORT_FIELDS and isinstance(value, str) and ":" in value:
+                file, _, name = value.rpartition(":")
+                if file.endswith(".py") and spec.get("code_dir"):  # a TuneJob's "trial.py:main"
+                    value = f"{Path(str(spec['code_dir'])) / file}:{name}"
                 yield where, value
             else:
                 yield from import_paths(value, where)
@@ -41,7 +44,14 @@ def import_paths(spec: Any, path: str = "") -> Iterator[tuple[str, str]]:
 
 def import_problem(target: str) -> str | None:
     """Why ``module:attribute`` cannot be imported here, or None if it can (as far as a static look tells)."""
-    module, _, attribute = target.partition(":")
+    module, _, attribute = target.rpartition(":")
+    if module.endswith(".py"):  # a file, as ``python trial.py`` runs it
+        if not Path(module).is_file():
+            return f"file {module!r} does not exist"
+        names = _top_level_names(module)
+        if names is not None and attribute.split(".")[0] not in names:
+            return f"file {module!r} defines no {attribute.split('.')[0]!r} at its top level"
+        return None
     try:
         with _cwd_on_path():
             found = importlib.util.find_spec(module)

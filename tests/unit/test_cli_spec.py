@@ -17,7 +17,9 @@ from tests.unit.helpers import PLATFORM
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = REPO_ROOT / "configs"
 # What is not a spec in configs/: checked elsewhere (test_grafana.py, test_sim.py) or just below.
-NOT_SPECS = {"grafana/cuberay.json", "sim/trace-example.csv"}
+NOT_SPECS = {"grafana/cuberay.json", "sim/trace-example.csv",
+             # an NNI experiment (tests/unit/test_tune_spec.py imports it) with its space and trial script
+             "tune/experiment.yml", "tune/search_space.json", "tune/trial.py"}
 
 
 
@@ -59,7 +61,8 @@ def test_every_config_validates_with_its_import_paths(capsys: pytest.CaptureFixt
     assert {r["kind"] for r in records} == {"Platform", "TrainJob", "TuneJob", "ServeApp", "Task", "Cluster"}
     # Each job's code is really there: the import check above ran on these paths.
     paths = {target for f in files for _field, target in import_paths(yaml.safe_load(Path(f).read_text()))}
-    assert paths == {"cuberay.examples.digits:train_func", "cuberay.examples.echo_serve:Echo"}
+    assert paths == {"cuberay.examples.digits:train_func", "cuberay.examples.echo_serve:Echo",
+                     "cuberay.examples.branin:trial", "../tune/trial.py:main"}  # the raw file's code_dir
 
 
 def test_the_example_trace_loads() -> None:

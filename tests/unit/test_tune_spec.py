@@ -129,3 +129,16 @@ def test_cli_import_dry_run_prints_a_valid_tunejob(capsys, tmp_path: Path) -> No
     job = load_spec(tmp_path / "job.yaml")
     assert job.kind == "TuneJob" and job.spec.command == "python3 trial.py" and job.spec.num_samples == 8
     assert job.spec.scheduler == "median_stopping" and job.spec.search_space["lr"]["_type"] == "loguniform"
+
+
+def test_spec_validate_finds_a_file_entrypoint_in_code_dir(tmp_path):
+    from cuberay.cli.spec_cmd import check_imports
+
+    check_imports(load_spec(REPO_ROOT / "configs/jobs/tune.yaml"))  # trial.py:main beside the spec: no error
+    data = load_spec(REPO_ROOT / "configs/jobs/tune.yaml").model_dump(mode="json", by_alias=True)
+    data["spec"]["entrypoint"] = "trial.py:mian"
+    with pytest.raises(SpecError, match=r"spec\.entrypoint: .*trial\.py' defines no 'mian'"):
+        check_imports(load_spec(data))
+    data["spec"]["entrypoint"], data["spec"]["code_dir"] = "trial.py:main", str(tmp_path)
+    with pytest.raises(SpecError, match=r"trial\.py' does not exist"):
+        check_imports(load_spec(data))
