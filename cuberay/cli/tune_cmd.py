@@ -17,7 +17,7 @@ import yaml
 
 from cuberay.cli import app, progress
 from cuberay.cli.jobs_cmd import next_steps, raise_for_end
-from cuberay.cli.output import Format, emit, error_console
+from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.platform import client
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -36,8 +36,7 @@ def import_experiment(
     wait: bool = typer.Option(False, "--wait", "-w", help="Follow the search until it ends; exit 1 if it FAILED."),
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Tenant (default: your only one)."),
     name: Optional[str] = typer.Option(None, "--name", help="Job name (default: experimentName)."),
-    output: Format = typer.Option(Format.table, "--output", "-o", "--format",
-                                  help="table | json | yaml (json/yaml: data only on stdout)."),
+    output: Format = output_option(),
 ) -> None:
     """Submit the NNI experiment in CONFIG.yml as a TuneJob (trials run unchanged, NNI's tuner searches)."""
     from cuberay.tune.nni_import import load_config, to_tune_job
