@@ -156,6 +156,12 @@ def test_slots_pin_each_trial_to_a_free_slot():
 def test_schedulers_and_nni_assessors():
     assert make_scheduler(None) is None
     assert type(make_scheduler("asha", {"max_t": 4, "grace_period": 1})).__name__ == "AsyncHyperBandScheduler"
+    assert type(make_scheduler("hyperband", {"max_t": 9})).__name__ == "HyperBandScheduler"
+    assert type(make_scheduler("median_stopping", {"grace_period": 2})).__name__ == "MedianStoppingRule"
+    pbt = make_scheduler("pbt", {"hyperparam_mutations": {"lr": [0.1, 0.01]}, "perturbation_interval": 2})
+    assert type(pbt).__name__ == "PopulationBasedTraining"
+    with pytest.raises(SpecError, match=r"scheduler_args: scheduler pbt refused"):
+        make_scheduler("pbt", {})  # PBT needs hyperparam_mutations
     with pytest.raises(SpecError, match=r"scheduler_args\.patience: scheduler asha has no argument 'patience'"):
         make_scheduler("asha", {"patience": 3})
     with pytest.raises(SpecError, match=r"scheduler: unknown scheduler 'fifo2'"):
