@@ -68,7 +68,7 @@ def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
         worker=confine_to_pools(job.worker_request(), None if tenant.pools is None else tuple(tenant.pools)),
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
-        attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s,
+        attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=job.kind == "ServeApp",
     )
 
 
