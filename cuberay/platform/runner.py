@@ -7,6 +7,7 @@ so the Ray Job's status tells the controller how it went:
   TrainJob, function mode   Ray Train TorchTrainer, worker i pinned to node i
   TrainJob, command mode    a command gang (placement group pinned per bundle)
   Task                      a command gang
+  ServeApp                  the app on Ray Serve, replicas on the allocated nodes, until stopped
   other kinds               refused at submit (convert.RUNNABLE_KINDS); a stored one exits 1 with the reason
 
 ``run_file`` is the external driver of ``ray job submit -- cuberay run
@@ -84,6 +85,10 @@ def dispatch(ctx: dict[str, Any]) -> int:
         return _train_function(job, ctx)
     if isinstance(job, (TrainJob, Task)):
         return _command_gang(job, ctx)
+    if job.kind == "ServeApp":
+        from cuberay.serve.service import run_service
+
+        return run_service(job, ctx, client._call, say)
     from cuberay.platform.control.convert import RUNNABLE_KINDS
 
     say(f"{job.kind} jobs do not run on this platform (it runs {' and '.join(RUNNABLE_KINDS)} jobs); "

@@ -36,6 +36,7 @@ from ray._private import state as ray_state
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.driver_api import DriverAPI
+from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.launcher import (
     STOPPED,
@@ -70,7 +71,7 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller(Views, DriverAPI):
+class Controller(Views, DriverAPI, ServeAPI):
     """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
     come from the :class:`Views` and :class:`DriverAPI` mixins."""
 
