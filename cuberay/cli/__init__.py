@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "cuberay.cli.platform_cmd",
     "cuberay.cli.jobs_cmd",
     "cuberay.cli.kube_cmd",
+    "cuberay.cli.serve_cmd",
 )
 
 
