@@ -95,7 +95,7 @@ def _deploy(ckpts: dict[str, str]) -> dict[str, str]:
         deploy.apply(C.app_config(plan))
         routes[label] = f"/{name}"
     for label in apps:
-        deploy.wait_running(label.replace("/", "-").replace("+", "-"))
+        deploy.wait_running(label.replace("/", "-").replace("+", "-"), timeout_s=600)
     return routes
 
 

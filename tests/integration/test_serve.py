@@ -10,10 +10,10 @@ refused before anything is submitted.
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +64,8 @@ def served(ray_cluster, tmp_path_factory) -> Any:
     from tests.integration.conftest import platform_test_spec
 
     spec = platform_test_spec(tmp_path_factory.mktemp("serve") / "cuberay")
+    quota = spec["spec"]["tenants"][0]["quota"]  # tenant a; the examples ask for memory too
+    quota["guaranteed"]["memory"], quota["max"]["memory"] = "8Gi", "16Gi"
     mp = pytest.MonkeyPatch()
     mp.setenv("CUBERAY_USER", "tester")
     client.install(spec, address=ray_cluster.address, replace=True)
@@ -71,8 +73,11 @@ def served(ray_cluster, tmp_path_factory) -> Any:
     serve.start(proxy_location="HeadOnly", http_options={"port": port})
     try:
         # v1 is the older of two runs of the example TrainJob, v2 the latest (serve.yaml says so).
-        train = load_spec(EXAMPLES / "train-ddp.yaml").with_tenant("a")
-        runs = [client.submit(train, "a") for _ in range(2)]
+        train = load_spec(EXAMPLES / "train-ddp.yaml").with_tenant("a").model_dump(mode="json")
+        runs = []
+        for seed in (1, 2):  # the example trains deterministically: another seed makes another model
+            train["spec"]["config"]["seed"] = seed
+            runs.append(client.submit(load_spec(train), "a"))
         for run in runs:
             record = client.wait(run, timeout=600)
             assert record.state == JobState.SUCCEEDED, record.message

@@ -6,8 +6,15 @@ from collections import Counter
 
 import pytest
 
-from cuberay.serve.traffic import (MirrorSampler, Policy, TokenBucket, VersionStats, WeightedSplit, percentile,
-                                   retry_after_header)
+from cuberay.serve.traffic import (
+    MirrorSampler,
+    Policy,
+    TokenBucket,
+    VersionStats,
+    WeightedSplit,
+    percentile,
+    retry_after_header,
+)
 
 
 def test_weighted_split_is_exact_over_each_cycle() -> None:

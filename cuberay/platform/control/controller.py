@@ -36,7 +36,6 @@ from ray._private import state as ray_state
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.driver_api import DriverAPI
-from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.launcher import (
     STOPPED,
@@ -47,6 +46,7 @@ from cuberay.platform.control.launcher import (
 )
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
+from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.store import JobRecord, Store
 from cuberay.platform.control.views import Views
 from cuberay.platform.policy.admission import (
