@@ -95,9 +95,9 @@ def wait_running(name: str, timeout_s: float = 180.0, poll_s: float = 0.5) -> di
 def wait_traffic(name: str, traffic: dict, timeout_s: float = 60.0) -> None:
     """Block until the ingress answers with ``traffic`` (its reconfigure has run)."""
     deadline = time.monotonic() + timeout_s
-    while stats(name).get("weights") != traffic.get("weights"):
+    while stats(name).get("traffic") != traffic:
         if time.monotonic() > deadline:
-            raise ServeDeployError(f"serving app {name!r} did not take weights {traffic.get('weights')} "
+            raise ServeDeployError(f"serving app {name!r} did not take traffic config {traffic} "
                                    f"within {timeout_s:.0f}s")
         time.sleep(0.2)
 

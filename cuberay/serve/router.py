@@ -40,7 +40,8 @@ class TrafficMixin:
         self.policy = Policy(config, time.monotonic())
 
     def stats(self, window_s: float | None = None) -> dict:
-        return {"weights": dict(self.policy.config["weights"]), "versions": self.metrics.snapshot(window_s)}
+        return {"weights": dict(self.policy.config["weights"]), "traffic": dict(self.policy.config),
+                "versions": self.metrics.snapshot(window_s)}
 
     def _sticky_key(self, request: Any) -> str | None:
         header = self.policy.sticky_header
