@@ -91,7 +91,7 @@ def dispatch(ctx: dict[str, Any]) -> int:
         return run_service(job, ctx, client._call, say)
     from cuberay.platform.control.convert import RUNNABLE_KINDS
 
-    say(f"{job.kind} jobs do not run on this platform (it runs {' and '.join(RUNNABLE_KINDS)} jobs); "
+    say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS)} jobs); "
         f"nothing was run")
     return EXIT_FAILED
 

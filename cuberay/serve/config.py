@@ -17,6 +17,7 @@ from typing import Any
 BUILDER = "cuberay.serve.app:build"
 ROUTER, MODELS = "router", "models"  # ingress deployment names: split over handles, or multiplexed
 NODE_ID_LABEL = "ray.io/node-id"
+MODEL_FILE = "model.pt"  # what a checkpoint directory holds (see cuberay.serve.torch_model)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,7 @@ from typing import Any, Callable, Iterable
 from cuberay.errors import NotFoundError, SpecError
 from cuberay.platform.spec.serve import LLMSettings, ModelRef, ServeApp, ServeVersion
 from cuberay.serve import llm
-from cuberay.serve.config import AppPlan, VersionPlan, can_multiplex, node_selector
-from cuberay.serve.torch_model import MODEL_FILE
+from cuberay.serve.config import MODEL_FILE, AppPlan, VersionPlan, can_multiplex, node_selector
 
 TARGET_ONGOING_REQUESTS = 4  # per replica, before the autoscaler adds one
 Lookup = Callable[[str, ModelRef], dict[str, Any]]
@@ -61,6 +60,23 @@ def _holds_module(checkpoint: str) -> bool:
 
     saved = torch.load(Path(checkpoint) / MODEL_FILE, map_location="cpu", weights_only=False)
     return isinstance(saved, torch.nn.Module)
+
+
+def render_sources(app: ServeApp) -> dict[str, dict[str, Any]]:
+    """Sources for a manifest rendered without a platform: checkpoint directories as given (the cluster's
+    paths, not checked here); a TrainJob run only a live platform can resolve."""
+    out = {}
+    for version in app.spec.versions:
+        ref = version.model
+        if version.resolved_engine != "torch" or not isinstance(ref, ModelRef):
+            continue
+        if ref.checkpoint is None or version.factory is None:
+            raise SpecError(f"version {version.name!r}: model {ref.model_dump(exclude_none=True, exclude_defaults=True)}"
+                            f" names a TrainJob run, which only a live platform resolves (`cuberay serve deploy`); "
+                            f"to render it, give model.checkpoint (a directory the cluster sees) and factory",
+                            path="spec.versions.model")
+        out[version.name] = {"checkpoint": ref.checkpoint, "factory": version.factory, "config": {}, "run": None}
+    return out
 
 
 def sources(app: ServeApp, lookup: Lookup) -> dict[str, dict[str, Any]]:
@@ -119,9 +135,11 @@ def traffic(app: ServeApp, weights: dict[str, float] | None = None) -> dict[str,
             "sticky_header": spec.sticky_header}
 
 
-def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str]) -> AppPlan:
-    """The plan of a torch/custom app. Replicas autoscale up to max only where admission granted max."""
-    grown = len(node_ids) >= app.spec.max_workers
+def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str],
+             grown: bool | None = None) -> AppPlan:
+    """The plan of a torch/custom app. Replicas autoscale up to max only where admission granted max
+    (``grown``: default, whether ``node_ids`` has a node per max replica)."""
+    grown = len(node_ids) >= app.spec.max_workers if grown is None else grown
     options = actor_options(app, node_ids)
     versions = []
     for version in app.spec.versions:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-MODEL_FILE = "model.pt"
+from cuberay.serve.config import MODEL_FILE
 
 
 def import_object(path: str) -> Any:

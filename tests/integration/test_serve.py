@@ -200,6 +200,22 @@ def test_bad_input_is_refused_before_anything_is_submitted(served) -> None:
     assert {r.id for r in client.list_jobs()} == before
 
 
+def test_the_custom_code_example_serves_its_two_versions(served) -> None:
+    app = load_spec(EXAMPLES / "serve-echo.yaml").with_tenant("a")
+    record = ops.deploy_app(app, wait_s=400)
+    try:
+        assert record.state == JobState.RUNNING, record.reason
+        url = f"http://127.0.0.1:{served['port']}/echo"
+        answers = [requests.post(url, json={"n": i}, timeout=60) for i in range(20)]
+        assert [r.status_code for r in answers] == [200] * 20
+        assert Counter(r.json()["version"] for r in answers) == {"v1": 18, "v2": 2}  # 90/10, exact per cycle
+        assert all(r.json()["version"] == r.headers["x-cuberay-version"] for r in answers)
+        assert answers[3].json()["echo"] == '{"n": 3}'
+    finally:
+        ops.delete("echo-serve", "a")
+    assert deploy.app_status("a-echo-serve") is None
+
+
 def test_delete_takes_the_app_off_serve_and_frees_its_quota(served) -> None:
     # Last in the module: it ends the shared app.
     record = ops.delete("digits-serve", "a")

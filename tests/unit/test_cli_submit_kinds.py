@@ -14,7 +14,7 @@ from cuberay.platform.control.convert import RUNNABLE_KINDS, require_runnable
 from cuberay.platform.spec import load_spec
 
 JOBS = Path(__file__).resolve().parents[2] / "configs" / "jobs"
-NOT_RUNNABLE = ["tune.yaml", "serve.yaml"]
+NOT_RUNNABLE = ["tune.yaml"]
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +27,9 @@ def _no_controller(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_runnable_kinds_are_what_the_runner_dispatches() -> None:
-    assert RUNNABLE_KINDS == ("TrainJob", "Task")
-    for name in ("train-ddp.yaml", "train-command.yaml", "task.yaml", "demo-wait.yaml"):
+    assert RUNNABLE_KINDS == ("TrainJob", "Task", "ServeApp")
+    for name in ("train-ddp.yaml", "train-command.yaml", "task.yaml", "demo-wait.yaml", "serve.yaml",
+                 "serve-echo.yaml"):
         require_runnable(load_spec(JOBS / name))  # no error
 
 
@@ -39,7 +40,7 @@ def test_refusal_names_the_kind_and_what_runs(name: str) -> None:
         require_runnable(job, str(JOBS / name))
     message = str(caught.value)
     assert caught.value.exit_code == 2
-    assert f"{job.kind} jobs cannot be submitted" in message and "TrainJob and Task" in message
+    assert f"{job.kind} jobs cannot be submitted" in message and "TrainJob, Task and ServeApp" in message
     assert message.startswith(f"{JOBS / name}: kind: ")
 
 

@@ -21,13 +21,14 @@ from cuberay.platform.spec import Job, Platform, Tenant
 
 # The kinds the runner can run (cuberay/platform/runner.py dispatch). Submit refuses the others, so a job
 # never waits in the queue and holds quota only to fail when its turn comes. A kind joins when it runs.
-RUNNABLE_KINDS = ("TrainJob", "Task")
+RUNNABLE_KINDS = ("TrainJob", "Task", "ServeApp")
 
 
 def require_runnable(job: Job, file: str | None = None) -> None:
     """SpecError (exit 2) for a job of a kind this platform cannot run yet, naming what runs today."""
     if job.kind not in RUNNABLE_KINDS:
-        raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {' and '.join(RUNNABLE_KINDS)} "
+        runs = ", ".join(RUNNABLE_KINDS[:-1]) + " and " + RUNNABLE_KINDS[-1]
+        raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {runs} "
                         f"jobs. `cuberay spec validate` still checks a {job.kind} file", file=file, path="kind")
 
 
