@@ -24,7 +24,7 @@ serve_app = typer.Typer(help="Serving apps on Ray Serve: deploy, status, rollout
                         no_args_is_help=True)
 app.add_typer(serve_app, name="serve")
 
-OUTPUT = typer.Option(Format.table, "--output", "-o", "--format", help="table | json | yaml.")
+OUTPUT = typer.Option(Format.table, "--output", "-o", help="table | json | yaml (json/yaml: the records only).")
 TENANT = typer.Option(None, "--tenant", "-t", help="Tenant of the app (default: the spec's, else your only one).")
 
 
@@ -75,23 +75,30 @@ def rollout(name: str = typer.Argument(..., metavar="APP"),
                                                                      "(default: the spec's rollout.steps)."),
             interval: Optional[float] = typer.Option(None, "--interval", help="Seconds at each step (default: the "
                                                                               "spec's rollout.interval)."),
-            tenant: Optional[str] = TENANT) -> None:
+            tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
     """Shift traffic to --to step by step; exit 1 if a step broke a health limit and it rolled back."""
     parsed: Any = None
     if steps:
         parsed = int(steps) if steps.isdigit() else [float(s) for s in steps.split(",")]
     outcome = _ops().run_rollout(name, to, tenant, steps=parsed, interval_s=interval,
                                  say=lambda line: error_console().print(line, highlight=False))
+    if output != Format.table:
+        emit({"completed": outcome.completed, "applied": outcome.applied, "reason": outcome.reason}, output)
     if not outcome.completed:
         raise CuberayError(f"rollout to {to} rolled back: {outcome.reason}")
-    print(f"App '{name}': all traffic on {to}")
+    if output == Format.table:
+        print(f"App '{name}': all traffic on {to}")
 
 
 @serve_app.command()
-def rollback(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT) -> None:
+def rollback(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
+             output: Format = OUTPUT) -> None:
     """Restore the weights APP had before its last traffic change."""
     weights = _ops().rollback(name, tenant)
-    print(f"App '{name}': weights {weights}")
+    if output == Format.table:
+        print(f"App '{name}': weights {weights}")
+    else:
+        emit({"weights": weights}, output)
 
 
 @serve_app.command()
@@ -108,7 +115,11 @@ def history(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str
 
 
 @serve_app.command()
-def delete(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT) -> None:
+def delete(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
+           output: Format = OUTPUT) -> None:
     """Take APP off Serve and free its quota."""
     record = _ops().delete(name, tenant)
-    print(f"App '{record.id}' deleted")
+    if output == Format.table:
+        print(f"App '{record.id}' deleted")
+    else:
+        emit(record, output)
