@@ -68,7 +68,7 @@ def test_a_vllm_version_answers_an_openai_chat_request(tmp_path: Path) -> None:
                          "llm": {"max_model_len": 256, "accelerator": accelerator,
                                  "engine_kwargs": {"enforce_eager": True}}}]}})
     entry = plan.llm_app(app, [])
-    ray.init(num_cpus=os.cpu_count())
+    ray.init(num_cpus=max(8, os.cpu_count() or 1))  # logical: the ingress, the engine and its workers
     port = _free_port()
     try:
         serve.start(http_options={"port": port})
