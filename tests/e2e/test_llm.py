@@ -38,8 +38,9 @@ def tiny_llama(directory: Path) -> Path:
                                         eos_token="</s>")
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(directory)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+    # head_dim 64: vLLM's CPU attention kernels take 32, 64, 80, 96, 112, 128, ... (not 16)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     LlamaForCausalLM(config).save_pretrained(directory)
     return directory
@@ -66,7 +67,8 @@ def test_a_vllm_version_answers_an_openai_chat_request(tmp_path: Path) -> None:
                      "spec": {"route_prefix": "/", "versions": [{
                          "name": "tiny", "model": {"source": str(model_dir)},
                          "llm": {"max_model_len": 256, "accelerator": accelerator,
-                                 "engine_kwargs": {"enforce_eager": True}}}]}})
+                                 # vLLM reserves this share of memory (CPU: of RAM) for weights and cache
+                                 "engine_kwargs": {"enforce_eager": True, "gpu_memory_utilization": 0.1}}}]}})
     entry = plan.llm_app(app, [])
     ray.init(num_cpus=max(8, os.cpu_count() or 1))  # logical: the ingress, the engine and its workers
     port = _free_port()
