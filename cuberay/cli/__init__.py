@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "cuberay.cli.jobs_cmd",
     "cuberay.cli.kube_cmd",
     "cuberay.cli.tune_cmd",
+    "cuberay.cli.serve_cmd",
 )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 # Spec fields that hold "package.module:attribute" import paths, in any job kind.
-IMPORT_FIELDS = ("entrypoint", "import_path")
+IMPORT_FIELDS = ("entrypoint", "import_path", "model", "factory")  # model: a ServeApp version's custom code
 
 
 def import_paths(spec: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -44,6 +44,11 @@ def _model(hidden: int) -> nn.Module:
     return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
 
+def build_model(config: dict[str, Any]) -> nn.Module:
+    """The untrained MLP for a training ``config``: the factory that serving loads checkpoints into."""
+    return _model(int(config.get("hidden", 64)))
+
+
 def _node_ids() -> list[str]:
     """Every rank's Ray node id, in rank order, as the workers themselves see it."""
     mine = ray.get_runtime_context().get_node_id()

@@ -1,4 +1,4 @@
-"""A tiny Ray Serve model for the ServeApp example (configs/jobs/serve.yaml): it echoes the request.
+"""A tiny Ray Serve model for the ServeApp example (configs/jobs/serve-echo.yaml): it echoes the request.
 
 ``Echo`` is a plain class, the body of a Serve deployment: cuberay wraps each
 version of a ServeApp in a deployment with that version's name and replicas.
@@ -9,6 +9,7 @@ request arrives), so checking the spec's import path stays instant.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -16,8 +17,11 @@ class Echo:
     """Replies ``{"version": <deployment name>, "echo": <request body as text>}``."""
 
     async def __call__(self, request: Any) -> dict[str, str]:
-        body = await request.body()
-        return {"version": _deployment_name(), "echo": body.decode("utf-8", errors="replace")}
+        if hasattr(request, "body"):  # HTTP straight to this deployment
+            text = (await request.body()).decode("utf-8", errors="replace")
+        else:  # the cuberay router passes the parsed JSON body
+            text = json.dumps(request)
+        return {"version": _deployment_name(), "echo": text}
 
 
 def _deployment_name() -> str:

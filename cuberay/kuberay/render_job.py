@@ -112,20 +112,24 @@ def rayjob(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
 
 
 def serve_config_v2(app: Any) -> dict[str, Any]:
-    """The Ray Serve config of a ServeApp (KubeRay's ``serveConfigV2``), one application per version."""
+    """The Ray Serve config of a ServeApp (KubeRay's ``serveConfigV2``): the app as cuberay deploys it.
+
+    The router and versions are built by ``cuberay.serve.app:build`` from the plan in ``args``; replicas
+    autoscale up to each version's max inside the tenant's cluster.
+    """
+    from cuberay.serve import plan
+    from cuberay.serve.config import app_config
+
     runtime_env = dict(app.spec.runtime_env)
     if app.spec.env:
         runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **app.spec.env}
-    versions = [(app.name, app.spec.import_path, app.spec.route_prefix)] if app.spec.import_path else [
-        (f"{app.name}-{v.name}", v.import_path, f"{app.spec.route_prefix.rstrip('/')}/{v.name}")
-        for v in app.spec.versions]
-    apps = []
-    for name, import_path, route in versions:
-        entry: dict[str, Any] = {"name": name, "import_path": import_path, "route_prefix": route}
-        if runtime_env:
-            entry["runtime_env"] = runtime_env
-        apps.append(entry)
-    return {"applications": apps}
+    if "vllm" in app.spec.engines:
+        entry = plan.llm_app(app, [])
+    else:
+        entry = app_config(plan.app_plan(app, plan.render_sources(app), [], grown=True))
+    if runtime_env:
+        entry["runtime_env"] = runtime_env
+    return {"applications": [entry]}
 
 
 def rayservice(platform: Any, app: Any, opts: RenderOptions) -> list[Manifest]:

@@ -8,6 +8,7 @@ so the Ray Job's status tells the controller how it went:
   TrainJob, command mode    a command gang (placement group pinned per bundle)
   Task                      a command gang
   TuneJob                   a Ray Tune search (cuberay/tune), one trial slot per worker node
+  ServeApp                  the app on Ray Serve, replicas on the allocated nodes, until stopped
   other kinds               refused at submit (convert.RUNNABLE_KINDS); a stored one exits 1 with the reason
 
 ``run_file`` is the external driver of ``ray job submit -- cuberay run
@@ -87,9 +88,13 @@ def dispatch(ctx: dict[str, Any]) -> int:
         return _train_function(job, ctx)
     if isinstance(job, (TrainJob, Task)):
         return _command_gang(job, ctx)
+    if job.kind == "ServeApp":
+        from cuberay.serve.service import run_service
+
+        return run_service(job, ctx, client._call, say)
     from cuberay.platform.control.convert import RUNNABLE_KINDS
 
-    say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS[:-1])} and {RUNNABLE_KINDS[-1]} jobs); "
+    say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS)} jobs); "
         f"nothing was run")
     return EXIT_FAILED
 

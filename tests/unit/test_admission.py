@@ -722,3 +722,19 @@ def test_without_a_reservation_the_gang_starves(policy, big_tenant):
     assert started is None, f"started after {started - T_BIG}s"
     assert "big" in st.queue
     assert st.ledger.total_free["GPU"] == 0  # small jobs kept every GPU busy all along
+
+
+def test_a_service_stays_in_band_0_and_is_never_a_las_victim():
+    st = state(cluster(nodes=1, gpus=4), policy=LAS)
+    submit(st, job("train", gpus=2, workers=1))
+    cycle(st, 0)
+    svc = job("svc", gpus=2, workers=1, t=1)
+    svc.service = True
+    submit(st, svc)
+    cycle(st, 1)
+    submit(st, job("new", gpus=2, workers=1, t=100))
+    # Both ran ~100 s on 2 GPUs (> 100 GPU-s). Were svc a job, it would be the first victim: it
+    # started last and loses less work. As a service it stays in band 0 and the training job goes.
+    c = cycle(st, 100)
+    assert set(preempted(c)) == {"train"} and "svc" in st.running
+    assert st.band_of(svc) == 0 and st.queue.band("train") == 1

@@ -146,7 +146,10 @@ def test_round_trip_through_yaml_and_json() -> None:
                        ("Task", {"command": "echo hi", "env": {"N": 4}, "placement": "strict_spread"}),
                        ("TuneJob", {"entrypoint": "a.b:c", "metric": "acc", "mode": "max",
                                     "search_space": {"lr": {"_type": "uniform", "_value": [0.1, 1]}}}),
-                       ("ServeApp", {"import_path": "a.b:app", "route_prefix": "/x"})]:
+                       ("ServeApp", {"versions": [{"name": "v1", "model": {"job": "train"}, "weight": 60},
+                                               {"name": "v2", "model": "a.b:App", "weight": 40,
+                                                "replicas": {"min": 1, "max": 3}}],
+                                  "route_prefix": "/x", "mirror": {"version": "v2", "percent": 5}})]:
         job = load_spec(_job(spec, kind=kind))
         assert load_spec(yaml.safe_dump(job.model_dump(mode="json"))) == job
         assert load_spec(json.loads(job.model_dump_json())) == job
@@ -230,13 +233,23 @@ BAD_DOCUMENTS = [
      "search_space: {lr: {_type: logunif, _value: [1, 2]}}}\n", "spec.search_space.lr", "loguniform"),
     ("kind: TuneJob\nmetadata: {name: a}\nspec: {entrypoint: a:b, metric: acc, mode: max, workers: 2, "
      "max_concurrent_trials: 4}\n", "spec.max_concurrent_trials", "raise workers"),
-    ("kind: ServeApp\nmetadata: {name: a}\nspec: {import_path: a:b, route_prefix: api}\n", "spec.route_prefix",
-     "'/api'"),
-    ("kind: ServeApp\nmetadata: {name: a}\nspec: {}\n", "spec.import_path", "exactly one"),
-    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, import_path: a:b}, "
-     "{name: v1, import_path: a:c}]}\n", "spec.versions[1].name", "[0] and [1]"),
-    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, import_path: a:b, weight: 0}]}\n",
-     "spec.versions", "weight > 0"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, model: a:B}], route_prefix: api}\n",
+     "spec.route_prefix", "'/api'"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {}\n", "spec.versions", "required"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, model: a:b, weight: 50}, "
+     "{name: v1, model: a:c, weight: 50}]}\n", "spec.versions[1].name", "[0] and [1]"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, model: a:b, weight: 90}, "
+     "{name: v2, model: a:c, weight: 20}]}\n", "spec.versions", "sum to 100"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, model: a:b}], "
+     "mirror: {version: v9, percent: 10}}\n", "spec.mirror.version", "not one of"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {workers: 2, versions: [{name: v1, model: a:b}]}\n",
+     "spec.workers", "per version"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, model: {job: t, run: r}}]}\n",
+     "spec.versions[0].model", "exactly one"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, model: {job: t}, engine: custom}]}\n",
+     "spec.versions[0].model", "import path"),
+    ("kind: ServeApp\nmetadata: {name: a}\nspec: {versions: [{name: v1, model: {source: /m}, weight: 50}, "
+     "{name: v2, model: {job: t}, weight: 50}]}\n", "spec.versions", "only vllm"),
 ]
 
 

@@ -252,7 +252,7 @@ def test_schema_compiles_for_other_databases(dialect: Any) -> None:
         assert table.name in ddl
         for index in table.indexes:
             str(CreateIndex(index).compile(dialect=dialect))
-    assert {"schema_version", "tenants", "jobs", "events"} == set(store_mod._Base.metadata.tables)
+    assert {"schema_version", "tenants", "jobs", "events", "serve_changes"} == set(store_mod._Base.metadata.tables)
 
 
 def test_unusable_database_urls_say_how_to_write_one() -> None:
@@ -275,3 +275,16 @@ def test_a_version_1_database_is_migrated_in_place_and_keeps_its_jobs(tmp_path: 
         assert s.update_job("vision-mnist-ddp-1", checkpoint_time=1234.5).checkpoint_time == 1234.5
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_serve_changes_record_who_when_what_per_app(url: str) -> None:
+    with Store(url) as s:
+        s.add_serve_change("vision-web-1", "alice", "deploy", {"v1": 90, "v2": 10})
+        s.add_serve_change("vision-other-1", "bob", "deploy", {"v1": 100})
+        s.add_serve_change("vision-web-1", "cuberay", "rollback", {"v1": 90, "v2": 10}, "automatic rollback: errors")
+    with Store(url) as s:  # persisted, and an existing database gets the table without a migration
+        changes = s.serve_changes("vision-web-1")
+    assert [(c.user, c.action, c.weights) for c in changes] == [
+        ("alice", "deploy", {"v1": 90, "v2": 10}), ("cuberay", "rollback", {"v1": 90, "v2": 10})]
+    assert changes[0].time <= changes[1].time and changes[1].note.startswith("automatic rollback")
+    assert pickle.loads(pickle.dumps(changes[0])) == changes[0]

@@ -46,6 +46,7 @@ from cuberay.platform.control.launcher import (
 )
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
+from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.store import JobRecord, Store
 from cuberay.platform.control.views import Views
 from cuberay.platform.policy.admission import (
@@ -70,7 +71,7 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller(Views, DriverAPI):
+class Controller(Views, DriverAPI, ServeAPI):
     """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
     come from the :class:`Views` and :class:`DriverAPI` mixins."""
 

@@ -21,13 +21,14 @@ from cuberay.platform.spec import Job, Platform, Tenant
 
 # The kinds the runner can run (cuberay/platform/runner.py dispatch). Submit refuses the others, so a job
 # never waits in the queue and holds quota only to fail when its turn comes. A kind joins when it runs.
-RUNNABLE_KINDS = ("TrainJob", "Task", "TuneJob")
+RUNNABLE_KINDS = ("TrainJob", "Task", "TuneJob", "ServeApp")
 
 
 def require_runnable(job: Job, file: str | None = None) -> None:
     """SpecError (exit 2) for a job of a kind this platform cannot run yet, naming what runs today."""
     if job.kind not in RUNNABLE_KINDS:
-        raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {', '.join(RUNNABLE_KINDS[:-1])} and {RUNNABLE_KINDS[-1]} "
+        runs = ", ".join(RUNNABLE_KINDS[:-1]) + " and " + RUNNABLE_KINDS[-1]
+        raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {runs} "
                         f"jobs. `cuberay spec validate` still checks a {job.kind} file", file=file, path="kind")
 
 
@@ -68,7 +69,7 @@ def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
         worker=confine_to_pools(job.worker_request(), None if tenant.pools is None else tuple(tenant.pools)),
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
-        attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s,
+        attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=job.kind == "ServeApp",
     )
 
 

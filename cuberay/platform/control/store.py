@@ -105,6 +105,20 @@ class EventRecord(BaseModel):
     message: str = Field(description="What happened, in words.")
 
 
+class ServeChangeRecord(BaseModel):
+    """One change of a serving app's traffic: who, when, what."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: int = Field(description="Increasing change id.")
+    time: float = Field(description="When it was applied, seconds since the epoch.")
+    app: str = Field(description="The ServeApp's job id.")
+    user: str = Field(description="Who made it ('cuberay' for the platform's own rollbacks).")
+    action: str = Field(description="deploy, rollout, rollback, delete.")
+    weights: dict[str, float] = Field(description="Version weights (percent) after the change.")
+    note: str = Field(description="Why, in words, e.g. 'rollout to v2: step 2' or the broken threshold.")
+
+
 # ---------------------------------------------------------------- tables
 
 
@@ -164,6 +178,18 @@ class _EventRow(_Base):
     job_id: Mapped[str | None] = mapped_column(String(_ID), index=True)
     kind: Mapped[str] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text)
+
+
+class _ServeChangeRow(_Base):
+    __tablename__ = "serve_changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Double)
+    app: Mapped[str] = mapped_column(String(_ID), index=True)
+    user: Mapped[str] = mapped_column(String(_NAME))
+    action: Mapped[str] = mapped_column(String(32))
+    weights: Mapped[dict[str, float]] = mapped_column(JSON)
+    note: Mapped[str] = mapped_column(Text)
 
 
 _JOB_FIELDS = frozenset(JobRecord.model_fields)
@@ -254,6 +280,8 @@ class Store:
             seen = self._recorded_version()
         while seen in _MIGRATIONS:
             seen = self._migrate(seen)
+        if seen == SCHEMA_VERSION:
+            _Base.metadata.create_all(self._engine)  # a new table (serve_changes) needs no migration step
         if seen != SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"database {self._where} has schema version {seen}; this cuberay expects "
@@ -381,6 +409,22 @@ class Store:
         if job_id is not None:
             query = query.where(_EventRow.job_id == job_id)
         return [EventRecord.model_validate(r) for r in self._latest(query, _EventRow.time, _EventRow.id, limit)]
+
+    # ------------------------------------------------------------ serving changes
+
+    def add_serve_change(self, app: str, user: str, action: str, weights: dict[str, float],
+                         note: str = "") -> ServeChangeRecord:
+        row = _ServeChangeRow(time=_now(), app=app, user=user, action=action, weights=dict(weights), note=note)
+        with self._sessions.begin() as session:
+            session.add(row)
+            session.flush()
+            return ServeChangeRecord.model_validate(row)
+
+    def serve_changes(self, app: str, limit: int | None = 100) -> list[ServeChangeRecord]:
+        """The latest ``limit`` traffic changes of one app, oldest first."""
+        query = select(_ServeChangeRow).where(_ServeChangeRow.app == app)
+        return [ServeChangeRecord.model_validate(r)
+                for r in self._latest(query, _ServeChangeRow.time, _ServeChangeRow.id, limit)]
 
     # ------------------------------------------------------------ helpers
 

@@ -54,7 +54,7 @@ class ClusterState:
 
     def band_of(self, job: JobRequest) -> int:
         threshold = self.policy.las_threshold_gpu_s
-        return int(threshold is not None and job.attained_gpu_s >= threshold)
+        return int(threshold is not None and not job.service and job.attained_gpu_s >= threshold)
 
     # -- submission ------------------------------------------------------------
     def check(self, job: JobRequest) -> str | None:
@@ -124,7 +124,7 @@ class ClusterState:
     def set_band_flip(self, run: RunningJob) -> None:
         """Precompute when a running job leaves the first service band (cheap checks in the cycle)."""
         t = self.policy.las_threshold_gpu_s
-        if t is None:
+        if t is None or run.job.service:
             run.band_flip = float("inf")
         elif run.job.gpus <= 0:
             run.band_flip = float("inf") if run.job.attained_gpu_s < t else float("-inf")

@@ -33,6 +33,9 @@ class JobRequest:
     max_runtime_s: float | None = None
     seq: int = 0
     queued_at: float | None = None  # when it last entered the queue (submit, or preemption)
+    # A service (ServeApp) runs indefinitely: attained service never demotes it, so it stays in
+    # band 0 and is never a least-attained-service victim (priority and reclaim still apply).
+    service: bool = False
     total: Resources = field(init=False)
     gpus: float = field(init=False)
     shape: int = field(init=False)  # interned (worker, workers, max_workers, placement)

@@ -27,7 +27,7 @@ from cuberay.errors import SpecError
 from cuberay.platform.spec.documents import Document, short_repr
 
 # Union tags pydantic puts into error locations; they are not field names.
-UNION_TAGS = frozenset({"workers-count", "workers-range"})
+UNION_TAGS = frozenset({"workers-count", "workers-range", "model-import-path", "model-ref"})
 _MAX_LISTED_ERRORS = 5
 # Limits on what a spec file may be. A spec is a few KiB with a few hundred values; these are far above any
 # real spec and far below what exhausts memory or time (a 9-level alias bomb expands to 387 million values).

@@ -1,0 +1,125 @@
+"""``cuberay serve``: deploy a ServeApp, see it, move its traffic, undo, delete.
+
+    cuberay serve deploy FILE           check, submit, wait until Serve runs it
+    cuberay serve status APP            state, nodes, weights, per-version requests/errors/latency
+    cuberay serve rollout APP --to V    shift traffic to V step by step; rolls back by itself on errors
+    cuberay serve rollback APP          restore the weights before the last change
+    cuberay serve history APP           every traffic change: when, who, what
+    cuberay serve delete APP            take it off Serve and free its quota
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from cuberay.cli import app
+from cuberay.cli.output import Format, emit, error_console
+from cuberay.errors import CuberayError
+
+serve_app = typer.Typer(help="Serving apps on Ray Serve: deploy, status, rollout, rollback, history, delete.",
+                        no_args_is_help=True)
+app.add_typer(serve_app, name="serve")
+
+OUTPUT = typer.Option(Format.table, "--output", "-o", help="table | json | yaml (json/yaml: the records only).")
+TENANT = typer.Option(None, "--tenant", "-t", help="Tenant of the app (default: the spec's, else your only one).")
+
+
+def _ops() -> Any:
+    from cuberay.serve import ops  # imports Ray and torch: only when a serve command runs
+
+    return ops
+
+
+@serve_app.command()
+def deploy(file: Path = typer.Argument(..., metavar="FILE", help="A ServeApp spec (YAML)."),
+           tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
+    """Check FILE (checkpoints, route, engine), submit it and wait until Serve runs it."""
+    record = _ops().deploy_app(file, tenant)
+    if output == Format.table:
+        print(f"App '{record.id}' {record.state.value.lower()}")
+        error_console().print(f"  status:   cuberay serve status {record.name}\n"
+                              f"  rollout:  cuberay serve rollout {record.name} --to VERSION", highlight=False)
+    else:
+        emit(record, output)
+
+
+@serve_app.command()
+def status(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
+           output: Format = OUTPUT) -> None:
+    """State, nodes and per-version traffic of APP."""
+    info = _ops().status(name, tenant)
+    if output != Format.table:
+        emit(info, output)
+        return
+    print(f"{info['app']}: {info['state']}, Serve {info['serve']}, route {info['route']}, "
+          f"nodes {', '.join(n[:8] for n in info['nodes']) or '-'}")
+    weights = info.get("weights") or {}
+    rows = [{"version": v, "weight": weights.get(v), "requests": f.get("requests"), "errors": f.get("errors"),
+             "mirrored": f.get("mirrored"), "p50_ms": _ms(f.get("p50_ms")), "p99_ms": _ms(f.get("p99_ms"))}
+            for v, f in sorted({**{v: {} for v in weights}, **info["versions"]}.items())]
+    emit(rows, output, columns=["version", "weight", "requests", "errors", "mirrored", "p50_ms", "p99_ms"])
+
+
+def _ms(value: Any) -> str | None:
+    return None if value is None else f"{value:.1f}"
+
+
+@serve_app.command()
+def rollout(name: str = typer.Argument(..., metavar="APP"),
+            to: str = typer.Option(..., "--to", help="The version that gets all the traffic."),
+            steps: Optional[str] = typer.Option(None, "--steps", help='Steps: a count, or percentages "10,50,100" '
+                                                                     "(default: the spec's rollout.steps)."),
+            interval: Optional[float] = typer.Option(None, "--interval", help="Seconds at each step (default: the "
+                                                                              "spec's rollout.interval)."),
+            tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
+    """Shift traffic to --to step by step; exit 1 if a step broke a health limit and it rolled back."""
+    parsed: Any = None
+    if steps:
+        parsed = int(steps) if steps.isdigit() else [float(s) for s in steps.split(",")]
+    outcome = _ops().run_rollout(name, to, tenant, steps=parsed, interval_s=interval,
+                                 say=lambda line: error_console().print(line, highlight=False))
+    if output != Format.table:
+        emit({"completed": outcome.completed, "applied": outcome.applied, "reason": outcome.reason}, output)
+    if not outcome.completed:
+        raise CuberayError(f"rollout to {to} rolled back: {outcome.reason}")
+    if output == Format.table:
+        print(f"App '{name}': all traffic on {to}")
+
+
+@serve_app.command()
+def rollback(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
+             output: Format = OUTPUT) -> None:
+    """Restore the weights APP had before its last traffic change."""
+    weights = _ops().rollback(name, tenant)
+    if output == Format.table:
+        print(f"App '{name}': weights {weights}")
+    else:
+        emit({"weights": weights}, output)
+
+
+@serve_app.command()
+def history(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
+            output: Format = OUTPUT) -> None:
+    """Every traffic change of APP: when, who, what."""
+    changes = _ops().history(name, tenant)
+    if output != Format.table:
+        emit(changes, output)
+        return
+    rows = [{"time": dt.datetime.fromtimestamp(c.time).strftime("%Y-%m-%d %H:%M:%S"), "app": c.app,
+             "user": c.user, "action": c.action, "weights": c.weights, "note": c.note} for c in changes]
+    emit(rows, output, columns=["time", "app", "user", "action", "weights", "note"])
+
+
+@serve_app.command()
+def delete(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
+           output: Format = OUTPUT) -> None:
+    """Take APP off Serve and free its quota."""
+    record = _ops().delete(name, tenant)
+    if output == Format.table:
+        print(f"App '{record.id}' deleted")
+    else:
+        emit(record, output)

@@ -1,0 +1,109 @@
+"""Apply, read and remove cuberay apps on a live Ray Serve, through the declarative config API.
+
+Every change goes through Serve's REST API on the dashboard (``PUT
+/api/serve/applications/``, what ``serve deploy`` uses). That API replaces the
+whole set of declaratively deployed apps, so each change reads the deployed
+configs, replaces one app and writes them all back. Apps deployed imperatively
+(``serve.run``) are not touched by it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from cuberay.errors import CuberayError, NotFoundError
+from cuberay.serve.config import merged
+
+PROXY_LOCATION_ENV = "CUBERAY_SERVE_PROXY_LOCATION"  # EveryNode (Serve's default) | HeadOnly
+
+
+class ServeDeployError(CuberayError):
+    """Ray Serve refused or failed a deployment."""
+
+
+def dashboard_url() -> str:
+    """The connected cluster's dashboard address (the Serve REST API lives there)."""
+    import ray
+
+    url = ray._private.worker.get_dashboard_url()
+    return url if "://" in url else f"http://{url}"
+
+
+def _client():
+    from ray.dashboard.modules.serve.sdk import ServeSubmissionClient
+
+    return ServeSubmissionClient(dashboard_url())
+
+
+def ensure_serve() -> None:
+    """Start Serve if it is not running; proxies per ``CUBERAY_SERVE_PROXY_LOCATION``."""
+    from ray import serve
+
+    serve.start(proxy_location=os.environ.get(PROXY_LOCATION_ENV, "EveryNode"))
+
+
+def details() -> dict[str, Any]:
+    return _client().get_serve_details()
+
+
+def deployed_configs() -> list[dict[str, Any]]:
+    """The declarative configs of the deployed apps."""
+    apps = (details().get("applications") or {}).values()
+    return [a["deployed_app_config"] for a in apps if a.get("deployed_app_config")]
+
+
+def deployed_config(name: str) -> dict[str, Any]:
+    for config in deployed_configs():
+        if config["name"] == name:
+            return config
+    raise NotFoundError(f"no serving app {name!r} is deployed; `cuberay serve status` lists the apps")
+
+
+def apply(app: dict[str, Any]) -> None:
+    """Deploy or update one app entry (see ``cuberay.serve.config.app_config``)."""
+    ensure_serve()
+    _client().deploy_applications(merged(deployed_configs(), app, app["name"]))
+
+
+def remove(name: str) -> None:
+    _client().deploy_applications(merged(deployed_configs(), None, name))
+
+
+def app_status(name: str) -> dict[str, Any] | None:
+    """Serve's view of one app (status, deployments, replicas), None when absent."""
+    return (details().get("applications") or {}).get(name)
+
+
+def wait_running(name: str, timeout_s: float = 180.0, poll_s: float = 0.5) -> dict[str, Any]:
+    """Block until the app is RUNNING; raise with Serve's message if it fails to deploy."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = app_status(name) or {}
+        state = status.get("status")
+        if state == "RUNNING":
+            return status
+        if state in ("DEPLOY_FAILED", "UNHEALTHY"):
+            raise ServeDeployError(f"serving app {name!r} is {state}: {status.get('message')}")
+        if time.monotonic() > deadline:
+            raise ServeDeployError(f"serving app {name!r} is not running after {timeout_s:.0f}s "
+                                   f"(last state {state}: {status.get('message')})")
+        time.sleep(poll_s)
+
+
+def wait_traffic(name: str, traffic: dict, timeout_s: float = 60.0) -> None:
+    """Block until the ingress answers with ``traffic`` (its reconfigure has run)."""
+    deadline = time.monotonic() + timeout_s
+    while stats(name).get("traffic") != traffic:
+        if time.monotonic() > deadline:
+            raise ServeDeployError(f"serving app {name!r} did not take traffic config {traffic} "
+                                   f"within {timeout_s:.0f}s")
+        time.sleep(0.2)
+
+
+def stats(name: str, window_s: float | None = None) -> dict[str, Any]:
+    """Per-version figures from the app's ingress (one replica's view; the router runs one by default)."""
+    from ray import serve
+
+    return serve.get_app_handle(name).stats.remote(window_s).result(timeout_s=30)

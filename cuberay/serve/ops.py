@@ -1,0 +1,159 @@
+"""What `cuberay serve ...` does: deploy, status, rollout, rollback, history, delete (a connected client).
+
+Deploying submits the ServeApp to the controller like any job, after the checks
+that need the cluster (checkpoints, routes, engines), so bad input fails before
+anything is queued. Traffic changes go straight to Serve's declarative config and
+are recorded in the platform's store with who made them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from cuberay.errors import AdmissionError, CuberayError, NotFoundError, SpecError
+from cuberay.platform import client
+from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec import load_spec
+from cuberay.platform.spec.serve import ServeApp
+from cuberay.serve import deploy, rollout
+from cuberay.serve.config import traffic_of, with_traffic
+from cuberay.serve.service import entry_for
+
+PLATFORM_USER = "cuberay"  # the author of the platform's own changes (automatic rollbacks)
+_ACTIVE = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING]
+
+
+def _load(spec_or_path: Any) -> ServeApp:
+    job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, (str, os.PathLike)) and
+                    Path(spec_or_path).suffix in (".yaml", ".yml", ".json") else spec_or_path)
+    if not isinstance(job, ServeApp):
+        raise SpecError(f"`cuberay serve deploy` takes a ServeApp, got kind {job.kind}; submit other kinds with "
+                        f"`cuberay submit`", path="kind")
+    return job
+
+
+def find(name: str, tenant: str | None = None) -> Any:
+    """The active ServeApp record called ``name`` (or with that job id)."""
+    records = [r for r in client.list_jobs(tenant, _ACTIVE) if r.kind == "ServeApp" and name in (r.name, r.id)]
+    if not records:
+        raise NotFoundError(f"no running serving app {name!r}; deploy one with `cuberay serve deploy FILE`")
+    if len(records) > 1:
+        raise SpecError(f"{name!r} names apps of several tenants ({', '.join(r.id for r in records)}); pass "
+                        f"--tenant")
+    return records[0]
+
+
+def _app(record: Any) -> ServeApp:
+    return load_spec(record.spec)  # type: ignore[return-value]
+
+
+def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 300.0) -> Any:
+    """Check, submit and wait until Serve runs the app; the job record."""
+    app = _load(spec_or_path)
+    user = client.current_user()
+    if tenant or app.tenant is None:
+        app = app.with_tenant(tenant or _only_tenant(user))  # type: ignore[assignment]
+    for other in client.list_jobs(app.tenant, _ACTIVE):
+        if other.kind == "ServeApp" and other.name == app.name:
+            raise AdmissionError(f"app {app.name!r} is already deployed as {other.id}; change traffic with "
+                                 f"`cuberay serve rollout`, or `cuberay serve delete {app.name}` first")
+    entry_for(app, [], client._call)  # checkpoints, routes, engines: fail here, not in the driver
+    ref = client.submit(app, app.tenant, user=user)
+    deadline = time.monotonic() + wait_s
+    while True:
+        record = client.status(ref.id)
+        if record.state.is_terminal:
+            raise CuberayError(f"app {ref.id} ended {record.state.value}: {record.message or record.reason}; "
+                               f"see `cuberay logs {ref.id}`")
+        if record.state == JobState.RUNNING and (deploy.app_status(app.serve_name) or {}).get("status") == "RUNNING":
+            return record
+        if time.monotonic() > deadline:
+            return record  # queued or starting: `cuberay serve status` follows it
+        time.sleep(1.0)
+
+
+def _only_tenant(user: str) -> str:
+    names = [t.name for t in client.tenants()]
+    if len(names) == 1:
+        return names[0]
+    raise SpecError(f"the spec names no tenant and {user!r} may use several ({', '.join(names)}); pass --tenant")
+
+
+def status(name: str, tenant: str | None = None) -> dict[str, Any]:
+    record = find(name, tenant)
+    app = _app(record)
+    serve_state = deploy.app_status(app.serve_name) or {}
+    figures = deploy.stats(app.serve_name) if serve_state.get("status") == "RUNNING" and \
+        "vllm" not in app.spec.engines else {}
+    return {"app": record.id, "state": record.state.value, "serve": serve_state.get("status", "NOT DEPLOYED"),
+            "route": app.spec.route_prefix, "nodes": sorted({a["node_id"] for a in record.allocation or []}),
+            "weights": figures.get("weights"), "versions": figures.get("versions", {})}
+
+
+def _change(record: Any, app: ServeApp, user: str, action: str, weights: dict, note: str) -> None:
+    config = deploy.deployed_config(app.serve_name)
+    new = with_traffic(config, weights=dict(weights))
+    deploy.apply(new)
+    deploy.wait_traffic(app.serve_name, traffic_of(new))
+    client._call("serve_change", record.id, user, action, dict(weights), note)
+
+
+def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = None,
+                interval_s: float | None = None, say=print) -> rollout.Outcome:
+    """Move all traffic to version ``to`` step by step; roll back by itself if a step breaks a limit."""
+    record = find(name, tenant)
+    app = _app(record)
+    names = [v.name for v in app.spec.versions]
+    if to not in names:
+        raise SpecError(f"version {to!r} is not one of {', '.join(names)} of app {name!r}", path="--to")
+    user = client.current_user()
+    current = traffic_of(deploy.deployed_config(app.serve_name))["weights"]
+    spec = app.spec.rollout
+    limits = rollout.Thresholds(spec.max_error_rate, spec.max_p99_ms, spec.min_requests)
+
+    def apply(weights: dict, note: str) -> None:
+        automatic = note.startswith("automatic rollback")
+        _change(record, app, PLATFORM_USER if automatic else user, "rollback" if automatic else "rollout",
+                weights, note)
+        say(f"{note}: weights {weights}")
+
+    return rollout.run(current, to, steps if steps is not None else spec.steps,
+                       spec.interval_s if interval_s is None else interval_s, limits, apply=apply,
+                       stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep)
+
+
+def rollback(name: str, tenant: str | None = None) -> dict[str, float]:
+    """Restore the weights the app had before its last traffic change; the weights restored."""
+    record = find(name, tenant)
+    app = _app(record)
+    history = client._call("serve_history", record.id, None)
+    current = traffic_of(deploy.deployed_config(app.serve_name))["weights"]
+    earlier = [c.weights for c in history if c.weights != current]
+    if not earlier:
+        raise CuberayError(f"app {name!r} has had no other weights than {current}; nothing to roll back to")
+    _change(record, app, client.current_user(), "rollback", earlier[-1], f"manual rollback from {current}")
+    return earlier[-1]
+
+
+def history(name: str, tenant: str | None = None) -> list[Any]:
+    records = [r for r in client.list_jobs(tenant) if r.kind == "ServeApp" and name in (r.name, r.id)]
+    if not records:
+        raise NotFoundError(f"no serving app {name!r} was ever deployed")
+    return [c for r in records for c in client._call("serve_history", r.id, None)]
+
+
+def delete(name: str, tenant: str | None = None) -> Any:
+    """Cancel the app's job (its driver takes it off Serve) and make sure Serve no longer has it."""
+    record = find(name, tenant)
+    app = _app(record)
+    ended = client.cancel(record.id)
+    deadline = time.monotonic() + 30
+    while deploy.app_status(app.serve_name) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if deploy.app_status(app.serve_name) is not None:
+        deploy.remove(app.serve_name)
+    client._call("serve_change", record.id, client.current_user(), "delete", {}, "app deleted, quota freed")
+    return ended

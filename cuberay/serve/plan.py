@@ -1,0 +1,175 @@
+"""From a ServeApp spec to what gets deployed: checkpoints found, replicas sized, nodes pinned.
+
+Everything that can be wrong with the input is found here, before anything is
+deployed: a missing checkpoint, a route another app serves, vLLM not installed.
+``lookup`` is the controller's ``train_run`` (a run's id, config, entrypoint and
+storage path), passed in so this module runs anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from cuberay.errors import NotFoundError, SpecError
+from cuberay.platform.spec.serve import LLMSettings, ModelRef, ServeApp, ServeVersion
+from cuberay.serve import llm
+from cuberay.serve.config import MODEL_FILE, AppPlan, VersionPlan, can_multiplex, node_selector
+
+TARGET_ONGOING_REQUESTS = 4  # per replica, before the autoscaler adds one
+Lookup = Callable[[str, ModelRef], dict[str, Any]]
+
+
+def checkpoint_dir(storage_path: str, run_id: str) -> str:
+    """The last checkpoint a Ray Train run wrote: the newest directory with model.pt under storage/run_id."""
+    root = Path(storage_path) / run_id
+    found = sorted(p.parent for p in root.glob(f"**/{MODEL_FILE}"))
+    if not found:
+        raise NotFoundError(f"run {run_id!r} SUCCEEDED but left no checkpoint with {MODEL_FILE} under {root}; "
+                            f"its train function must report one (ray.train.report(..., checkpoint=...))")
+    return str(found[-1])
+
+
+def _torch_source(version: ServeVersion, tenant: str, lookup: Lookup) -> dict[str, Any]:
+    ref = version.model
+    assert isinstance(ref, ModelRef)
+    if ref.checkpoint is not None:
+        if not (Path(ref.checkpoint) / MODEL_FILE).is_file():
+            raise NotFoundError(f"version {version.name!r}: checkpoint {ref.checkpoint} has no {MODEL_FILE}; "
+                                f"point model.checkpoint at a checkpoint directory")
+        if version.factory is None and not _holds_module(ref.checkpoint):
+            raise SpecError(f"version {version.name!r}: a checkpoint directory needs factory "
+                            f"('module:function' building the model)", path="spec.versions.factory")
+        return {"checkpoint": ref.checkpoint, "factory": version.factory, "config": {}, "run": None}
+    run = lookup(tenant, ref)
+    factory = version.factory
+    if factory is None:
+        entry = run.get("entrypoint") or ""
+        if ":" not in entry:
+            raise SpecError(f"version {version.name!r}: run {run['id']} has no function entrypoint to find "
+                            f"build_model in; set factory: 'module:function'", path="spec.versions.factory")
+        factory = f"{entry.partition(':')[0]}:build_model"
+    return {"checkpoint": checkpoint_dir(run["storage_path"], run["id"]), "factory": factory,
+            "config": dict(run.get("config") or {}), "run": run["id"]}
+
+
+def _holds_module(checkpoint: str) -> bool:
+    """Whether model.pt is a whole pickled module (needs no factory); a cheap check of the file."""
+    import torch
+
+    saved = torch.load(Path(checkpoint) / MODEL_FILE, map_location="cpu", weights_only=False)
+    return isinstance(saved, torch.nn.Module)
+
+
+def render_sources(app: ServeApp) -> dict[str, dict[str, Any]]:
+    """Sources for a manifest rendered without a platform: checkpoint directories as given (the cluster's
+    paths, not checked here); a TrainJob run only a live platform can resolve."""
+    out = {}
+    for version in app.spec.versions:
+        ref = version.model
+        if version.resolved_engine != "torch" or not isinstance(ref, ModelRef):
+            continue
+        if ref.checkpoint is None or version.factory is None:
+            raise SpecError(f"version {version.name!r}: model {ref.model_dump(exclude_none=True, exclude_defaults=True)}"
+                            f" names a TrainJob run, which only a live platform resolves (`cuberay serve deploy`); "
+                            f"to render it, give model.checkpoint (a directory the cluster sees) and factory",
+                            path="spec.versions.model")
+        out[version.name] = {"checkpoint": ref.checkpoint, "factory": version.factory, "config": {}, "run": None}
+    return out
+
+
+def sources(app: ServeApp, lookup: Lookup) -> dict[str, dict[str, Any]]:
+    """Per torch version: checkpoint dir, factory, training config and run id. Raises before any deploy."""
+    tenant = app.tenant or ""
+    out = {}
+    for version in app.spec.versions:
+        if version.resolved_engine == "torch":
+            out[version.name] = _torch_source(version, tenant, lookup)
+    return out
+
+
+def check_route(app: ServeApp, deployed: Iterable[dict[str, Any]]) -> None:
+    """Refuse a route prefix another app already serves (Serve would silently take it over)."""
+    for other in deployed:
+        if other.get("name") != app.serve_name and other.get("route_prefix") == app.spec.route_prefix:
+            raise SpecError(f"route_prefix {app.spec.route_prefix!r} is already served by app {other['name']!r}; "
+                            f"choose another route_prefix", path="spec.route_prefix")
+
+
+def check_engines(app: ServeApp) -> None:
+    if "vllm" in app.spec.engines:
+        llm.require_vllm()
+
+
+def actor_options(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:
+    """Ray actor options of one replica: the spec's per-replica resources, pinned to the allocated nodes."""
+    ray_resources = app.worker_request().to_ray()
+    options: dict[str, Any] = {"num_cpus": ray_resources.pop("CPU", 0.0)}
+    if "GPU" in ray_resources:
+        options["num_gpus"] = ray_resources.pop("GPU")
+    if "memory" in ray_resources:
+        options["memory"] = ray_resources.pop("memory")
+    if ray_resources:
+        options["resources"] = ray_resources
+    if node_ids:
+        options["label_selector"] = node_selector(node_ids)
+    return options
+
+
+def _replicas(version: ServeVersion, grown: bool) -> dict[str, Any]:
+    if grown and version.max_replicas > version.min_replicas:
+        return {"autoscaling_config": {"min_replicas": version.min_replicas, "max_replicas": version.max_replicas,
+                                       "target_ongoing_requests": TARGET_ONGOING_REQUESTS}}
+    return {"num_replicas": version.min_replicas}
+
+
+def traffic(app: ServeApp, weights: dict[str, float] | None = None) -> dict[str, Any]:
+    """The ingress user_config: weights, mirror, rate limit, sticky header."""
+    spec = app.spec
+    limit = spec.rate_limit
+    return {"weights": dict(weights or spec.weights()),
+            "mirror": spec.mirror.model_dump() if spec.mirror else None,
+            "rate_limit": ({"requests_per_s": limit.requests_per_s, "burst": limit.burst or limit.requests_per_s}
+                           if limit else None),
+            "sticky_header": spec.sticky_header}
+
+
+def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str],
+             grown: bool | None = None) -> AppPlan:
+    """The plan of a torch/custom app. Replicas autoscale up to max only where admission granted max
+    (``grown``: default, whether ``node_ids`` has a node per max replica)."""
+    grown = len(node_ids) >= app.spec.max_workers if grown is None else grown
+    options = actor_options(app, node_ids)
+    versions = []
+    for version in app.spec.versions:
+        source = found.get(version.name, {})
+        versions.append(VersionPlan(
+            name=version.name, engine=version.resolved_engine, checkpoint=source.get("checkpoint"),
+            factory=source.get("factory"), config=source.get("config") or {},
+            import_path=version.model if isinstance(version.model, str) else None,
+            replicas=_replicas(version, grown), ray_actor_options=options))
+    multiplex = can_multiplex(tuple(versions))
+    if multiplex:  # one deployment holds every version: it gets all the replicas admission held
+        total = {"num_replicas": app.spec.min_workers}
+        versions = [replace(v, replicas=total) for v in versions]
+    router = {"num_cpus": 0}  # the router only forwards; it runs on the app's nodes without holding quota
+    if node_ids:
+        router["label_selector"] = node_selector(node_ids)
+    return AppPlan(name=app.serve_name, route_prefix=app.spec.route_prefix, versions=tuple(versions),
+                   traffic=traffic(app), router_actor_options=router, multiplex=multiplex)
+
+
+def llm_app(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:
+    """The declarative entry of a vLLM app (one LLMConfig per version, served by model name)."""
+    options = actor_options(app, node_ids)
+    configs = []
+    for version in app.spec.versions:
+        settings = version.llm or LLMSettings()
+        assert isinstance(version.model, ModelRef) and version.model.source is not None
+        configs.append(llm.llm_config_kwargs(
+            version.name, version.model.source, tensor_parallel=settings.tensor_parallel,
+            pipeline_parallel=settings.pipeline_parallel, max_model_len=settings.max_model_len,
+            accelerator=settings.accelerator, replicas=_replicas(version, len(node_ids) >= app.spec.max_workers),
+            ray_actor_options=options, engine_kwargs=settings.engine_kwargs))
+    return llm.app_config(app.serve_name, app.spec.route_prefix, configs)

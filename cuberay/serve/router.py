@@ -1,0 +1,89 @@
+"""The cuberay router: an ingress deployment in front of one deployment per model version.
+
+Ray Serve splits traffic only among replicas of one deployment, so the split
+between versions, the mirror and the rate limit live here. The traffic config
+arrives as ``user_config``: changing weights through the declarative Serve
+config calls ``reconfigure`` in the running replicas (no restart), which is how
+rollouts move traffic. The rate limit is per router replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from cuberay.serve.metrics import ServeMetrics
+from cuberay.serve.traffic import Policy, retry_after_header
+
+VERSION_HEADER = "x-cuberay-version"
+
+
+def too_many_requests(wait_s: float) -> JSONResponse:
+    return JSONResponse({"error": "rate limit exceeded; retry later"}, status_code=429,
+                        headers={"Retry-After": retry_after_header(wait_s)})
+
+
+class TrafficMixin:
+    """What the router and the multiplexed deployment share: config, limit, split, mirror, stats."""
+
+    app_name = ""
+    policy: Policy
+    metrics: ServeMetrics
+
+    def reconfigure(self, config: dict) -> None:
+        self.policy = Policy(config, time.monotonic())
+
+    def stats(self, window_s: float | None = None) -> dict:
+        return {"weights": dict(self.policy.config["weights"]), "traffic": dict(self.policy.config),
+                "versions": self.metrics.snapshot(window_s)}
+
+    def _sticky_key(self, request: Any) -> str | None:
+        header = self.policy.sticky_header
+        return request.headers.get(header) if header and isinstance(request, Request) else None
+
+
+@serve.deployment(name="router", max_ongoing_requests=256)
+class Router(TrafficMixin):
+    """Splits each request by weight to a version's handle; copies a share to the shadow."""
+
+    def __init__(self, app: str, handles: dict[str, DeploymentHandle]) -> None:
+        self.app_name = app
+        self.handles = handles
+        self.metrics = ServeMetrics(app)
+        self._mirrors: set[asyncio.Task] = set()
+
+    async def __call__(self, request: Any) -> Any:
+        wait = self.policy.admit(time.monotonic())
+        if wait:
+            return too_many_requests(wait)
+        payload = await request.json() if isinstance(request, Request) else request
+        version, shadow = self.policy.route(self._sticky_key(request))
+        if shadow is not None:
+            task = asyncio.create_task(self._mirror(shadow, payload))
+            self._mirrors.add(task)  # a reference, or the loop may drop the task
+            task.add_done_callback(self._mirrors.discard)
+        started = time.perf_counter()
+        try:
+            result = await self.handles[version].remote(payload)
+        except Exception as err:  # noqa: BLE001 - a version's failure is an answer, counted
+            self.metrics.record(version, (time.perf_counter() - started) * 1000, error=True)
+            return JSONResponse({"error": f"version {version} failed: {type(err).__name__}: {err}"},
+                                status_code=500, headers={VERSION_HEADER: version})
+        self.metrics.record(version, (time.perf_counter() - started) * 1000, error=False)
+        return JSONResponse(result, headers={VERSION_HEADER: version})
+
+    async def _mirror(self, shadow: str, payload: Any) -> None:
+        """Send a copy to the shadow; its answer and its failures are counted, never returned."""
+        started = time.perf_counter()
+        try:
+            await self.handles[shadow].remote(payload)
+            failed = False
+        except Exception:  # noqa: BLE001 - the shadow must never affect the caller
+            failed = True
+        self.metrics.record(shadow, (time.perf_counter() - started) * 1000, error=failed, mirrored=True)
