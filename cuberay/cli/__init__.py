@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "cuberay.cli.kube_cmd",
     "cuberay.cli.tune_cmd",
     "cuberay.cli.serve_cmd",
+    "cuberay.cli.node_cmd",
 )
 
 

@@ -9,13 +9,15 @@ gathered from the workers themselves) and ``engine`` (``ddp`` or ``deepspeed-zer
 run (preemption, ``max_failures``) resumes after the last checkpointed epoch.
 
 Config keys: ``epochs`` (8), ``lr`` (0.05), ``batch_size`` (32), ``hidden`` (64),
-``seed`` (0), ``deepspeed_config`` (optional dict).
+``seed`` (0), ``deepspeed_config`` (optional dict), ``epoch_sleep_s`` (0: a pause after each
+epoch, to stretch a run for recovery demonstrations).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from typing import Any
 
 import ray
@@ -76,6 +78,7 @@ def _restore(model: nn.Module) -> int:
     with checkpoint.as_directory() as directory:
         saved = torch.load(os.path.join(directory, MODEL_FILE), weights_only=True)
     model.load_state_dict(saved["model"])
+    print(f"resumed from checkpoint: epoch {int(saved['epoch']) + 1}", flush=True)
     return int(saved["epoch"]) + 1
 
 
@@ -156,3 +159,4 @@ def train_func(config: dict[str, Any]) -> None:
                    "accuracy": _accuracy(base, test_set), "world_size": len(node_ids),
                    "node_ids": node_ids, "engine": how}
         _report(metrics, base, epoch)
+        time.sleep(float(config.get("epoch_sleep_s", 0)))

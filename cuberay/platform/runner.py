@@ -108,10 +108,12 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
         job.spec.entrypoint, config=dict(job.spec.config), node_ids=list(ctx["node_ids"]),
         resources_per_worker=request.to_ray(), use_gpu=request.resources.get("GPU", 0.0) > 0,
         storage_path=ctx["storage_path"], name=ctx["record"].id,
-        # Whole-job retries (max_failures) are the controller's; Train does not retry on top.
-        max_failures=0,
+        # Ray Train owns max_failures in function mode: it restarts the worker group on the same nodes from
+        # the last checkpoint; the controller does not retry on top (docs/architecture.md, Recovery).
+        max_failures=job.spec.max_failures,
         deepspeed_config=job.spec.deepspeed if job.spec.backend == "deepspeed" else None,
-        callbacks=[CheckpointReporter(ctx["record"].id, int(ctx["attempt"]))])
+        callbacks=[CheckpointReporter(ctx["record"].id, int(ctx["attempt"]))],
+        env=dict(job.spec.env), rdma_fabric=request.rdma_fabric)
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
     return EXIT_OK
@@ -140,7 +142,8 @@ def _command_gang(job: Any, ctx: dict[str, Any]) -> int:
 
     code = run_command_gang(
         job.spec.command, node_ids=list(ctx["node_ids"]), bundle=job.worker_request().to_ray(),
-        env=dict(job.spec.env), job=ctx["identity"], timeout_s=job.max_runtime_s)
+        env=dict(job.spec.env), job=ctx["identity"], timeout_s=job.max_runtime_s,
+        rdma_fabric=job.worker_request().rdma_fabric)
     if code != 0:
         say(f"the gang exited with code {code}")
     return EXIT_OK if code == 0 else EXIT_FAILED

@@ -30,6 +30,7 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from cuberay.train import nccl
 from cuberay.train.env import JobIdentity, compose_env, worker_env
 
 EXIT_TIMEOUT = 124  # what coreutils' `timeout` returns; CubeStudio users know it
@@ -143,6 +144,11 @@ class GangWorker:
         """(Ray node id, node IP) of the node Ray placed this worker on."""
         return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
 
+    def nccl_env(self, use_rdma: bool, fabric: str | None, user: dict[str, str]) -> dict[str, str]:
+        """NCCL's environment from this node's own NICs (each node may differ)."""
+        return nccl.worker_nccl_env(ray.util.get_node_ip_address(), rdma_fabric=fabric, use_rdma=use_rdma,
+                                    user_env=user)
+
     def free_port(self) -> int:
         with socket.socket() as sock:
             sock.bind(("", 0))
@@ -165,7 +171,8 @@ class GangWorker:
 
 def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, float],
                      env: dict[str, str], job: JobIdentity, working_dir: str | None = None,
-                     timeout_s: float | None = None, out: IO[str] | None = None) -> int:
+                     timeout_s: float | None = None, out: IO[str] | None = None,
+                     rdma_fabric: str | None = None) -> int:
     """Run ``command`` on one worker per node of ``node_ids``; return the gang's exit code.
 
     0 when every worker exits 0; the first non-zero exit code otherwise (the
@@ -185,7 +192,7 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
             return _say(out, EXIT_TIMEOUT, f"gang: timed out after {timeout_s}s waiting for "
                         f"the reservation; giving up")
         workers = [_spawn(pg, i, bundle) for i in range(len(node_ids))]
-        envs = _worker_envs(workers, bundle, job)
+        envs = _worker_envs(workers, bundle, job, env, rdma_fabric)
         try:
             ray.get([w.start.remote(command, e, dict(env), working_dir)
                      for w, e in zip(workers, envs)])
@@ -241,23 +248,26 @@ def _spawn(pg: PlacementGroup, index: int, bundle: Mapping[str, float]) -> ray.a
     ).remote()
 
 
-def _worker_envs(workers: list[ray.actor.ActorHandle], bundle: Mapping[str, float],
-                 job: JobIdentity) -> list[dict[str, str]]:
-    """Rank i's env; MASTER is rank 0's node IP and a port free there."""
+def _worker_envs(workers: list[ray.actor.ActorHandle], bundle: Mapping[str, float], job: JobIdentity,
+                 user: Mapping[str, str] | None = None, rdma_fabric: str | None = None) -> list[dict[str, str]]:
+    """Rank i's env; MASTER is rank 0's node IP and a port free there; NCCL's from each worker's node."""
     nodes = ray.get([w.node.remote() for w in workers])
     port = ray.get(workers[0].free_port.remote())
+    use_rdma = float(bundle.get("rdma", 0)) > 0
+    nccls = ray.get([w.nccl_env.remote(use_rdma, rdma_fabric, dict(user or {})) for w in workers])
     hosts = [ip for _, ip in nodes]
     return [
-        worker_env(rank=i, world_size=len(workers), master_addr=hosts[0], master_port=port,
-                   hosts=hosts, gpus_per_worker=float(bundle.get("GPU", 0)), job=job,
-                   node_id=node_id)
-        for i, (node_id, _) in enumerate(nodes)
+        {**nccl_names, **worker_env(rank=i, world_size=len(workers), master_addr=hosts[0], master_port=port,
+                                    hosts=hosts, gpus_per_worker=float(bundle.get("GPU", 0)), job=job,
+                                    node_id=node_id)}
+        for i, ((node_id, _), nccl_names) in enumerate(zip(nodes, nccls))
     ]
 
 
 def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: IO[str]) -> int:
     """Relay output until all exit 0, one fails, or time runs out."""
     pending = {w.poll.remote(POLL_S): i for i, w in enumerate(workers)}
+    transport: str | None = None
     while pending:
         wait_s = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
         if wait_s <= 0:
@@ -272,6 +282,8 @@ def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: I
                             f"stopping the gang")
             for line in lines:
                 out.write(f"[worker {rank}] {line}\n")
+            if transport is None and (transport := nccl.parse_transport(lines)):
+                out.write(f"gang: NCCL transport: {transport}\n")
             out.flush()
             if code is None:
                 pending[workers[rank].poll.remote(POLL_S)] = rank

@@ -13,14 +13,19 @@ on rank i being on node i.
 
 from __future__ import annotations
 
+import functools
+import glob
 import importlib
-from typing import Any, Callable
+import os
+import tempfile
+from typing import Any, Callable, Mapping
 
 import ray.train
 from ray.train import FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 
 from cuberay.errors import JobFailedError, SpecError
+from cuberay.train import nccl
 
 
 def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
@@ -40,6 +45,41 @@ def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
     return func
 
 
+def with_node_env(func: Callable[..., Any], user_env: Mapping[str, str], use_rdma: bool,
+                  rdma_fabric: str | None, use_gpu: bool, config: dict) -> Any:
+    """Run ``func(config)`` on a Train worker after setting NCCL's environment from this worker's node.
+
+    NCCL reads its environment when the first communicator is created, at the first collective in the
+    train loop (DDP's broadcast), so setting it here is in time. With GPUs NCCL also writes its INFO
+    lines to a file, which is read at the end to say which transport it chose.
+    """
+    env = nccl.worker_nccl_env(ray.util.get_node_ip_address(), rdma_fabric=rdma_fabric, use_rdma=use_rdma,
+                               user_env=user_env)
+    for name, value in env.items():
+        if name not in user_env:
+            os.environ[name] = value
+    log_dir = None
+    if use_gpu and "NCCL_DEBUG_FILE" not in os.environ:
+        log_dir = tempfile.mkdtemp(prefix="cuberay-nccl-")
+        os.environ["NCCL_DEBUG_FILE"] = os.path.join(log_dir, "nccl.%h.%p.log")
+    try:
+        return func(config)
+    finally:
+        if log_dir is not None:
+            _say_transport(log_dir)
+
+
+def _say_transport(log_dir: str) -> None:
+    lines: list[str] = []
+    for path in glob.glob(os.path.join(log_dir, "nccl.*.log")):
+        with open(path, errors="replace") as f:
+            lines.extend(f)
+    transport = nccl.parse_transport(lines)
+    rank = ray.train.get_context().get_world_rank()
+    print(f"cuberay: rank {rank} NCCL transport: {transport or 'not reported (no NCCL collective ran)'}",
+          flush=True)
+
+
 def scaling_config(node_ids: list[str], resources_per_worker: dict[str, float],
                    use_gpu: bool) -> ScalingConfig:
     """One worker per entry of ``node_ids``, each pinned to that node by label."""
@@ -54,7 +94,8 @@ def scaling_config(node_ids: list[str], resources_per_worker: dict[str, float],
 def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
                        resources_per_worker: dict[str, float], use_gpu: bool, storage_path: str,
                        name: str, max_failures: int = 0,
-                       deepspeed_config: dict | None = None, callbacks: list | None = None) -> dict:
+                       deepspeed_config: dict | None = None, callbacks: list | None = None,
+                       env: Mapping[str, str] | None = None, rdma_fabric: str | None = None) -> dict:
     """Train ``entrypoint`` on one worker per node id; return metrics and checkpoint path.
 
     Returns ``{"metrics": <rank 0's last report>, "checkpoint_path": str | None,
@@ -66,8 +107,11 @@ def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
     loop_config = dict(config)
     if deepspeed_config is not None:
         loop_config["deepspeed_config"] = deepspeed_config
+    use_rdma = float(resources_per_worker.get("rdma", 0)) > 0
+    loop = functools.partial(with_node_env, load_entrypoint(entrypoint), dict(env or {}), use_rdma,
+                             rdma_fabric, use_gpu)
     trainer = TorchTrainer(
-        train_loop_per_worker=load_entrypoint(entrypoint),
+        train_loop_per_worker=loop,
         train_loop_config=loop_config,
         # gloo on CPU; NCCL when workers hold GPUs (Ray's own default, said explicitly).
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),

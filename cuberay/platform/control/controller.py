@@ -303,7 +303,10 @@ class Controller(Views, DriverAPI, ServeAPI):
 
     def _failed(self, rec: JobRecord, message: str, now: float) -> None:
         """FAILED, or back to the queue while the spec's max_failures allows another attempt."""
-        allowed = int(rec.spec.get("spec", {}).get("max_failures", 0) or 0)
+        spec = rec.spec.get("spec", {})
+        # One budget, one owner: a function-mode TrainJob's max_failures is Ray Train's (it restarts the worker
+        # group in place from the last checkpoint), so a run that still fails has used it up.
+        allowed = 0 if rec.kind == "TrainJob" and spec.get("entrypoint") else int(spec.get("max_failures", 0) or 0)
         if rec.attempts <= allowed:
             self._requeue(rec.id, f"attempt {rec.attempts} failed ({message}); retrying "
                                   f"({rec.attempts} of {allowed} allowed failures used)", now, preempted=False)

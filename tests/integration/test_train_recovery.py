@@ -1,0 +1,66 @@
+"""Recovery from a lost worker process: Ray Train restarts the group in place and resumes from its checkpoint."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import uuid
+from typing import Any
+
+import pytest
+from ray.util.state import list_actors
+
+from cuberay.platform import client
+from cuberay.platform.policy.states import JobState
+from tests.support import wait_for
+
+RESUMED = re.compile(r"resumed from checkpoint: epoch (\d+)")
+
+
+def train_workers(address: str) -> dict[str, int]:
+    """Alive Ray Train worker actors: actor id -> pid."""
+    actors = list_actors(address=address, filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")],
+                         limit=10_000, raise_on_missing_output=False, detail=True)
+    return {a.actor_id: a.pid for a in actors}
+
+
+def ddp_job(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "cuberay.io/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": f"recover-{uuid.uuid4().hex[:6]}", "tenant": "a"},
+            "spec": {"workers": 2, "resources": {"cpu": "1"}, "placement": "spread",
+                     "entrypoint": "cuberay.examples.digits:train_func",
+                     # Train's controller checks its workers every 2 s by default; faster here.
+                     "env": {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}, **spec}}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_killed_train_worker_resumes_from_checkpoint(platform, ray_cluster, job_client) -> None:
+    before = set(train_workers(ray_cluster.address))
+    ref = client.submit(ddp_job(max_failures=1, config={"epochs": 5, "epoch_sleep_s": 1.5}))
+    wait_for(lambda: client.status(ref.id).checkpoint_time, 150, f"{ref.id} to report a checkpoint")
+    ours = {a: pid for a, pid in train_workers(ray_cluster.address).items() if a not in before}
+    assert len(ours) == 2, ours
+    os.kill(next(iter(ours.values())), signal.SIGKILL)
+    record = client.wait(ref.id, timeout=180)
+    logs = job_client.get_job_logs(record.submission_id)
+    assert record.state == JobState.SUCCEEDED, (record.message, logs[-2000:])
+    resumed = [int(n) for n in RESUMED.findall(logs)]
+    assert resumed and min(resumed) > 0, logs[-3000:]
+    assert record.attempts == 1  # restarted by Ray Train inside the attempt, not requeued
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_command_gang_out_of_retries_fails_with_the_workers_error(platform) -> None:
+    command = f"{sys.executable} -c \"import sys; print('boom: disk full', file=sys.stderr); sys.exit(7)\""
+    spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": f"fail-{uuid.uuid4().hex[:6]}", "tenant": "a"},
+            "spec": {"workers": 2, "resources": {"cpu": "1"}, "command": command, "max_failures": 1}}
+    ref = client.submit(spec)
+    record = client.wait(ref.id, timeout=150)
+    assert record.state == JobState.FAILED
+    assert record.attempts == 2  # the whole gang ran again once, within its budget
+    assert "boom: disk full" in (record.message or "") or "code 7" in (record.message or ""), record.message
