@@ -41,6 +41,11 @@ def submit(
     err = error_console()
     if output == Format.table:
         print(f"Job '{ref.id}' submitted")
+        correction = client.status(ref.id).correction
+        if correction:
+            from cuberay.platform.control.correcting import describe
+
+            err.print(f"note: {describe(correction)}", highlight=False, soft_wrap=True)
         err.print(next_steps(ref.id, ref.tenant), highlight=False)
     if not wait:
         if output != Format.table:

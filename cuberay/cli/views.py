@@ -85,6 +85,12 @@ def job_detail(record: Any, now: float | None = None) -> list[dict[str, str]]:
              ("gpus", row["gpus"]), ("age", row["age"]), ("runtime", row["runtime"]),
              ("attempts", str(record.attempts)), ("reason", record.reason or "-"),
              ("message", record.message or "-"), ("ray job", record.submission_id or "-")]
+    correction = getattr(record, "correction", None)
+    if correction:
+        asked, now_ = correction["requested"], correction["corrected"]
+        pairs += [("requested", f"cpu {asked['cpu']}, memory {asked['memory']} per worker"),
+                  ("corrected", f"cpu {now_['cpu']}, memory {now_['memory']} per worker"),
+                  ("corrected why", correction["reason"])]
     if record.allocation:
         nodes = [str(w.get("node_id", w)) for w in record.allocation]
         pairs.append(("nodes", ", ".join(n[:12] for n in nodes)))

@@ -252,7 +252,8 @@ def test_schema_compiles_for_other_databases(dialect: Any) -> None:
         assert table.name in ddl
         for index in table.indexes:
             str(CreateIndex(index).compile(dialect=dialect))
-    assert {"schema_version", "tenants", "jobs", "events", "serve_changes"} == set(store_mod._Base.metadata.tables)
+    assert {"schema_version", "tenants", "jobs", "events", "serve_changes", "usage_samples"} == \
+        set(store_mod._Base.metadata.tables)
 
 
 def test_unusable_database_urls_say_how_to_write_one() -> None:
@@ -269,10 +270,14 @@ def test_a_version_1_database_is_migrated_in_place_and_keeps_its_jobs(tmp_path: 
     path = url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:  # make it a database as version 1 wrote it
         conn.execute("ALTER TABLE jobs DROP COLUMN checkpoint_time")
+        conn.execute("ALTER TABLE jobs DROP COLUMN correction")
+        conn.execute("DROP TABLE usage_samples")
         conn.execute("UPDATE schema_version SET version = 1")
     with Store(url) as s:
         assert s.get_job("vision-mnist-ddp-1").checkpoint_time is None
         assert s.update_job("vision-mnist-ddp-1", checkpoint_time=1234.5).checkpoint_time == 1234.5
+        assert s.get_job("vision-mnist-ddp-1").correction is None
+        s.add_usage("vision-mnist-ddp-1", 0, 0, 1.5, 2.5)  # version 3's table is there
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
 
@@ -288,3 +293,17 @@ def test_serve_changes_record_who_when_what_per_app(url: str) -> None:
         ("alice", "deploy", {"v1": 90, "v2": 10}), ("cuberay", "rollback", {"v1": 90, "v2": 10})]
     assert changes[0].time <= changes[1].time and changes[1].note.startswith("automatic rollback")
     assert pickle.loads(pickle.dumps(changes[0])) == changes[0]
+
+
+def test_usage_history_is_the_peak_worker_of_succeeded_runs_newest_first(tmp_path: Path) -> None:
+    with Store(default_url(tmp_path)) as s:
+        for seq, (state, end) in enumerate([(JobState.SUCCEEDED, 100.0), (JobState.FAILED, 200.0),
+                                            (JobState.SUCCEEDED, 300.0), (JobState.SUCCEEDED, 5.0)], start=1):
+            s.add_job(job(seq))
+            s.update_job(f"vision-mnist-ddp-{seq}", state=state, end_time=end, attempts=1)
+            s.add_usage(f"vision-mnist-ddp-{seq}", 1, 0, float(seq), 10.0 * seq)
+            s.add_usage(f"vision-mnist-ddp-{seq}", 1, 1, 0.5, 1.0)
+        s.add_usage("vision-mnist-ddp-3", 0, 0, 99.0, 99.0)  # an earlier, failed attempt: not counted
+        assert s.usage_history("vision", "mnist-ddp", since=50.0) == [(300.0, 3.0, 30.0), (100.0, 1.0, 10.0)]
+        assert s.usage_history("vision", "mnist-ddp", since=0.0, limit=1) == [(300.0, 3.0, 30.0)]
+        assert s.usage_history("vision", "other", since=0.0) == []

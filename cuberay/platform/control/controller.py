@@ -35,6 +35,7 @@ from ray._private import state as ray_state
 
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control import correcting
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.launcher import (
@@ -385,13 +386,16 @@ class Controller(Views, DriverAPI, ServeAPI):
             if job.tenant != owner.name:
                 job = job.with_tenant(owner.name)
             now = time.time()
+            job, correction = correcting.apply(self.store, job, self.state.tenants.get(owner.name),
+                                               [n.capacity for n in self.ledger.nodes.values()], now)
             seq = self.store.next_seq(owner.name, job.name)
             job_id = f"{owner.name}-{job.name}-{seq}"
             req = conv.job_request(job_id, job, owner, now)
             record = JobRecord(id=job_id, tenant=owner.name, name=job.name, kind=job.kind, user=user,
                                spec=job.model_dump(mode="json"), state=JobState.QUEUED, priority=req.priority,
                                submit_time=now, seq=seq, gpus=req.gpus, driver=driver,
-                               submission_id=submission_id, reason="waiting for the next admission cycle")
+                               submission_id=submission_id, reason="waiting for the next admission cycle",
+                               correction=correction)
             rule, problem = self._never_fits(job, req)
             if problem:
                 self.store.add_job(record.model_copy(update={"state": JobState.REJECTED, "reason": problem,
@@ -400,6 +404,8 @@ class Controller(Views, DriverAPI, ServeAPI):
                 self.metrics.rejected(owner.name, rule)
                 raise AdmissionError(f"job {job_id} rejected: {problem}")
             self.store.add_job(record)
+            if correction:
+                self.store.add_event("corrected", correcting.describe(correction), job_id)
             self.store.add_event("submitted", f"{job.kind} by {user}: {req.workers} worker(s) x "
                                               f"{req.worker.resources}", job_id)
             if driver == "external":

@@ -36,10 +36,12 @@ from sqlalchemy.pool import StaticPool
 from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform.policy.states import JobState
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Each step takes a database from version N to N+1 (key N), in one transaction.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE jobs ADD COLUMN checkpoint_time DOUBLE PRECISION",),  # last checkpoint a run reported
+    2: ("ALTER TABLE jobs ADD COLUMN correction JSON",),  # requested vs corrected resources, and why
+    # (usage_samples, new in 3, is created by create_all in _open_schema: it only adds missing tables)
 }
 DB_FILENAME = "cuberay.db"
 
@@ -90,6 +92,9 @@ class JobRecord(BaseModel):
     message: str | None = Field(default=None, description="Final message or error.")
     checkpoint_time: float | None = Field(
         default=None, description="When the current run last reported a checkpoint (epoch s); None if never.")
+    correction: dict[str, Any] | None = Field(
+        default=None, description="Automatic resource correction at submit: {requested, corrected, reason} "
+                                  "per worker (Ray names: CPU cores, memory bytes); None if none was applied.")
 
 
 class EventRecord(BaseModel):
@@ -168,6 +173,23 @@ class _JobRow(_Base):
     gpus: Mapped[float] = mapped_column(Double)
     message: Mapped[str | None] = mapped_column(Text)
     checkpoint_time: Mapped[float | None] = mapped_column(Double)
+    correction: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+
+
+class _UsageRow(_Base):
+    """The peak use of one worker of one attempt (automatic resource correction reads these)."""
+
+    __tablename__ = "usage_samples"
+    __table_args__ = (Index("ix_usage_tenant_name", "tenant", "name"),)
+
+    job_id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(_NAME))
+    name: Mapped[str] = mapped_column(String(_NAME))
+    time: Mapped[float] = mapped_column(Double)
+    cpu: Mapped[float] = mapped_column(Double)
+    memory_gib: Mapped[float] = mapped_column(Double)
 
 
 class _EventRow(_Base):
@@ -425,6 +447,28 @@ class Store:
         query = select(_ServeChangeRow).where(_ServeChangeRow.app == app)
         return [ServeChangeRecord.model_validate(r)
                 for r in self._latest(query, _ServeChangeRow.time, _ServeChangeRow.id, limit)]
+
+    # ------------------------------------------------------------ usage (resource correction)
+
+    def add_usage(self, job_id: str, attempt: int, worker: int, cpu: float, memory_gib: float,
+                  when: float | None = None) -> None:
+        """One worker's peak of one attempt (a repeated report replaces the earlier one)."""
+        job = self.get_job(job_id)
+        with self._sessions.begin() as session:
+            session.merge(_UsageRow(job_id=job_id, attempt=attempt, worker=worker, tenant=job.tenant,
+                                    name=job.name, time=_now() if when is None else when, cpu=cpu,
+                                    memory_gib=memory_gib))
+
+    def usage_history(self, tenant: str, name: str, since: float, limit: int = 10) -> list[tuple[float, float, float]]:
+        """(end time, peak cores, peak GiB) of the newest ``limit`` SUCCEEDED runs of tenant/name ending after
+        ``since``: the busiest worker of the attempt that succeeded, newest first."""
+        peak = (select(_JobRow.end_time, func.max(_UsageRow.cpu), func.max(_UsageRow.memory_gib))
+                .join(_JobRow, (_JobRow.id == _UsageRow.job_id) & (_JobRow.attempts == _UsageRow.attempt))
+                .where(_UsageRow.tenant == tenant, _UsageRow.name == name,
+                       _JobRow.state == JobState.SUCCEEDED.value, _JobRow.end_time >= since)
+                .group_by(_JobRow.id, _JobRow.end_time).order_by(_JobRow.end_time.desc()).limit(limit))
+        with self._sessions() as session:
+            return [(float(t), float(c), float(m)) for t, c, m in session.execute(peak)]
 
     # ------------------------------------------------------------ helpers
 
