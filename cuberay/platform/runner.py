@@ -113,7 +113,7 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
         max_failures=job.spec.max_failures,
         deepspeed_config=job.spec.deepspeed if job.spec.backend == "deepspeed" else None,
         callbacks=[CheckpointReporter(ctx["record"].id, int(ctx["attempt"]))],
-        env=dict(job.spec.env), rdma_fabric=request.rdma_fabric)
+        env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=ctx["record"].id)
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
     return EXIT_OK

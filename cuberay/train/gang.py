@@ -30,7 +30,7 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from cuberay.train import nccl
+from cuberay.train import nccl, usage
 from cuberay.train.env import JobIdentity, compose_env, worker_env
 
 EXIT_TIMEOUT = 124  # what coreutils' `timeout` returns; CubeStudio users know it
@@ -139,6 +139,7 @@ class GangWorker:
 
     def __init__(self) -> None:
         self._proc: CommandProcess | None = None
+        self._sampler: usage.PeakSampler | None = None
 
     def node(self) -> tuple[str, str]:
         """(Ray node id, node IP) of the node Ray placed this worker on."""
@@ -158,7 +159,12 @@ class GangWorker:
               cwd: str | None) -> int:
         env = compose_env(worker, base=os.environ, user=user)
         self._proc = CommandProcess(command, env, cwd)
+        self._sampler = usage.PeakSampler(self._proc.pid).start()
         return self._proc.pid
+
+    def peaks(self) -> tuple[float, float]:
+        """(peak cores, peak GiB) of the command's processes so far."""
+        return self._sampler.stop() if self._sampler else (0.0, 0.0)
 
     def poll(self, wait_s: float) -> tuple[list[str], int | None]:
         assert self._proc is not None, "poll() before start()"
@@ -201,7 +207,10 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
                         f"{err.cause!r}; check working_dir {working_dir!r} exists on every node")
         _say(out, 0, f"gang: started {len(workers)} workers, MASTER={envs[0]['MASTER_ADDR']}:"
              f"{envs[0]['MASTER_PORT']}")
-        return _stream(workers, deadline, out)
+        code = _stream(workers, deadline, out)
+        if code == 0:
+            _report_usage(workers, job)
+        return code
     finally:
         _teardown(workers, pg)
 
@@ -291,6 +300,15 @@ def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: I
                 return _say(out, code, f"gang: worker {rank} exited with code {code}; "
                             f"stopping the gang")
     return _say(out, 0, f"gang: all {len(workers)} workers exited 0")
+
+
+def _report_usage(workers: list[ray.actor.ActorHandle], job: JobIdentity) -> None:
+    try:
+        peaks = ray.get([w.peaks.remote() for w in workers], timeout=30)
+    except (ray.exceptions.RayError, TimeoutError):
+        return
+    for rank, (cpu, memory_gib) in enumerate(peaks):
+        usage.report(job.job_id, rank, cpu, memory_gib)
 
 
 def _teardown(workers: list[ray.actor.ActorHandle], pg: PlacementGroup) -> None:

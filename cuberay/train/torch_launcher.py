@@ -25,7 +25,7 @@ from ray.train import FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 
 from cuberay.errors import JobFailedError, SpecError
-from cuberay.train import nccl
+from cuberay.train import nccl, usage
 
 
 def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
@@ -46,12 +46,13 @@ def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
 
 
 def with_node_env(func: Callable[..., Any], user_env: Mapping[str, str], use_rdma: bool,
-                  rdma_fabric: str | None, use_gpu: bool, config: dict) -> Any:
+                  rdma_fabric: str | None, use_gpu: bool, job_id: str | None, config: dict) -> Any:
     """Run ``func(config)`` on a Train worker after setting NCCL's environment from this worker's node.
 
     NCCL reads its environment when the first communicator is created, at the first collective in the
     train loop (DDP's broadcast), so setting it here is in time. With GPUs NCCL also writes its INFO
-    lines to a file, which is read at the end to say which transport it chose.
+    lines to a file, which is read at the end to say which transport it chose. With a ``job_id`` the
+    worker's peak CPU and memory go to the controller when the loop returns.
     """
     env = nccl.worker_nccl_env(ray.util.get_node_ip_address(), rdma_fabric=rdma_fabric, use_rdma=use_rdma,
                                user_env=user_env)
@@ -62,11 +63,15 @@ def with_node_env(func: Callable[..., Any], user_env: Mapping[str, str], use_rdm
     if use_gpu and "NCCL_DEBUG_FILE" not in os.environ:
         log_dir = tempfile.mkdtemp(prefix="cuberay-nccl-")
         os.environ["NCCL_DEBUG_FILE"] = os.path.join(log_dir, "nccl.%h.%p.log")
+    sampler = usage.PeakSampler().start() if job_id else None
     try:
-        return func(config)
+        result = func(config)
     finally:
         if log_dir is not None:
             _say_transport(log_dir)
+    if sampler is not None:
+        usage.report(job_id, ray.train.get_context().get_world_rank(), *sampler.stop())
+    return result
 
 
 def _say_transport(log_dir: str) -> None:
@@ -95,7 +100,8 @@ def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
                        resources_per_worker: dict[str, float], use_gpu: bool, storage_path: str,
                        name: str, max_failures: int = 0,
                        deepspeed_config: dict | None = None, callbacks: list | None = None,
-                       env: Mapping[str, str] | None = None, rdma_fabric: str | None = None) -> dict:
+                       env: Mapping[str, str] | None = None, rdma_fabric: str | None = None,
+                       job_id: str | None = None) -> dict:
     """Train ``entrypoint`` on one worker per node id; return metrics and checkpoint path.
 
     Returns ``{"metrics": <rank 0's last report>, "checkpoint_path": str | None,
@@ -109,7 +115,7 @@ def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
         loop_config["deepspeed_config"] = deepspeed_config
     use_rdma = float(resources_per_worker.get("rdma", 0)) > 0
     loop = functools.partial(with_node_env, load_entrypoint(entrypoint), dict(env or {}), use_rdma,
-                             rdma_fabric, use_gpu)
+                             rdma_fabric, use_gpu, job_id)
     trainer = TorchTrainer(
         train_loop_per_worker=loop,
         train_loop_config=loop_config,

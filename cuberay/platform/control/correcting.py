@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from cuberay.platform.control.store import Store
-from cuberay.platform.policy.correction import GiB, MAX_AGE_S, MAX_SAMPLES, UsageSample, correct
+from cuberay.platform.policy.correction import MAX_AGE_S, MAX_SAMPLES, GiB, UsageSample, correct
 from cuberay.platform.policy.scheduling import TenantQuota
 from cuberay.platform.spec import load_spec
 

@@ -91,3 +91,10 @@ class DriverAPI:
                 return  # a stale report: the attempt was preempted or ended meanwhile
             run.checkpoint_time = when
             self.store.update_job(job_id, checkpoint_time=when)
+
+    async def usage(self, job_id: str, worker: int, cpu: float, memory_gib: float) -> None:
+        """One worker's peak cores and GiB in the current attempt (automatic resource correction reads them)."""
+        async with self._lock:
+            rec = self.store.get_job(job_id)
+            if rec.attempts:
+                self.store.add_usage(job_id, rec.attempts, int(worker), float(cpu), float(memory_gib))
