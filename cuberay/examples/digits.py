@@ -64,7 +64,8 @@ def _node_ids() -> list[str]:
 def _accuracy(model: nn.Module, data: TensorDataset) -> float:
     model.eval()
     with torch.no_grad():
-        x, y = data.tensors
+        device = next(model.parameters()).device  # on a GPU worker the model lives on the card
+        x, y = (t.to(device) for t in data.tensors)
         correct = (model(x).argmax(dim=1) == y).sum().item()
     model.train()
     return correct / len(y)
@@ -110,7 +111,8 @@ def _deepspeed_step(model: nn.Module, lr: float, batch_size: int, ds_config: dic
     """A ZeRO engine over ``model``; returns (engine, step). Imported lazily: it is slow."""
     import deepspeed
 
-    ds_config = {"train_micro_batch_size_per_gpu": batch_size, **ds_config}
+    if not {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"} & set(ds_config):
+        ds_config["train_micro_batch_size_per_gpu"] = batch_size  # the loader's batch is one micro-batch
     optimizer = None
     if "optimizer" not in ds_config:
         # DeepSpeed's own optimizers are CUDA kernels; plain torch SGD runs anywhere, and

@@ -111,7 +111,7 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
         # Ray Train owns max_failures in function mode: it restarts the worker group on the same nodes from
         # the last checkpoint; the controller does not retry on top (docs/architecture.md, Recovery).
         max_failures=job.spec.max_failures,
-        deepspeed_config=job.spec.deepspeed if job.spec.backend == "deepspeed" else None,
+        deepspeed_config=job.spec.deepspeed_config(),
         callbacks=[CheckpointReporter(ctx["record"].id, int(ctx["attempt"]))],
         env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=ctx["record"].id)
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -29,6 +30,17 @@ def rdma_task(workers: int = 1) -> dict[str, Any]:
             "spec": {"workers": workers, "resources": {"cpu": "1", "rdma": "1(roce)"}, "command": command}}
 
 
+def agent_ports() -> list[str]:
+    """Free ports for the node's agents: Ray's fixed defaults clash with other Rays on this machine."""
+    args = []
+    for flag in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port",
+                 "--metrics-export-port"):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            args.append(f"{flag}={sock.getsockname()[1]}")
+    return args
+
+
 def roce_nodes() -> list[str]:
     return [n["NodeID"] for n in ray.nodes()
             if n["Alive"] and (n.get("Labels") or {}).get("cuberay.io/rdma") == "roce"]
@@ -45,7 +57,7 @@ def test_roce_job_is_rejected_without_rdma_nodes_and_lands_on_the_roce_node(plat
     node = subprocess.Popen(
         [sys.executable, "-m", "cuberay", "node", "start", "--rdma", "roce", "--rdma-count", "1",
          "--rdma-domain", "test-fabric", "--", "--address", ray_cluster.address, "--num-cpus", "2",
-         "--memory", str(4 * 2**30), "--block"],
+         "--memory", str(4 * 2**30), "--block", *agent_ports()],
         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         (node_id,) = wait_for(roce_nodes, 90, "the roce node to join")

@@ -40,7 +40,13 @@ def ddp_job(**spec: Any) -> dict[str, Any]:
 def test_killed_train_worker_resumes_from_checkpoint(platform, ray_cluster, job_client) -> None:
     before = set(train_workers(ray_cluster.address))
     ref = client.submit(ddp_job(max_failures=1, config={"epochs": 5, "epoch_sleep_s": 1.5}))
-    wait_for(lambda: client.status(ref.id).checkpoint_time, 150, f"{ref.id} to report a checkpoint")
+    try:
+        wait_for(lambda: client.status(ref.id).checkpoint_time, 150, f"{ref.id} to report a checkpoint")
+    except AssertionError:
+        record = client.status(ref.id)
+        logs = job_client.get_job_logs(record.submission_id) if record.submission_id else ""
+        raise AssertionError(f"no checkpoint: {record.state.value} {record.reason} {record.message}\n"
+                             f"{logs[-3000:]}") from None
     ours = {a: pid for a, pid in train_workers(ray_cluster.address).items() if a not in before}
     assert len(ours) == 2, ours
     os.kill(next(iter(ours.values())), signal.SIGKILL)

@@ -61,3 +61,11 @@ def test_no_resource_check_turns_it_off(name: str) -> None:
 
 def test_unchanged_request_is_no_correction() -> None:
     assert correct({"CPU": 7.0, "memory": 17.0 * GiB}, history(), now=NOW) is None
+
+
+def test_task_resource_env_sizes_the_driver_not_the_workers() -> None:
+    from cuberay.platform.control.drivers import driver_resources
+
+    assert driver_resources({"TASK_RESOURCE_CPU": "2", "TASK_RESOURCE_MEMORY": "4Gi", "TASK_RESOURCE_GPU": "0"}) \
+        == {"num_cpus": 2.0, "memory": 4.0 * GiB, "num_gpus": 0.0}
+    assert driver_resources({"OTHER": "1"}) == {}

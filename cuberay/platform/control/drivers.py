@@ -95,7 +95,8 @@ class Drivers:
             self.launcher.start, sid, f"{sys.executable} -m cuberay.run {rec.id}",
             metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
                       "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
-            runtime_env=spec.get("runtime_env") or None, env=spec.get("env") or None)
+            runtime_env=spec.get("runtime_env") or None, env=spec.get("env") or None,
+            driver_resources=driver_resources(spec.get("env") or {}))
         self.by_sid[sid] = rec.id
         self.awaiting.pop(rec.id, None)
 
@@ -123,3 +124,20 @@ class Drivers:
     def info(self) -> dict[str, Any]:
         return {"in_flight": self.launcher.in_flight(), "max_drivers": self.launcher.max_drivers,
                 "awaiting": len(self.awaiting), "external": len(self.contact)}
+
+
+def driver_resources(env: dict[str, str]) -> dict[str, float]:
+    """CubeStudio's ``TASK_RESOURCE_CPU/_MEMORY/_GPU`` size the launcher, not the workers: here, the job's driver.
+
+    Values in the spec's grammar ("2", "500m", "4Gi", "1"); unset names leave the driver at 0.
+    """
+    from cuberay.platform.spec.resources import parse_cpu, parse_gpu, parse_memory
+
+    out: dict[str, float] = {}
+    if env.get("TASK_RESOURCE_CPU"):
+        out["num_cpus"] = parse_cpu(env["TASK_RESOURCE_CPU"])
+    if env.get("TASK_RESOURCE_MEMORY"):
+        out["memory"] = float(parse_memory(env["TASK_RESOURCE_MEMORY"]))
+    if env.get("TASK_RESOURCE_GPU"):
+        out["num_gpus"] = parse_gpu(env["TASK_RESOURCE_GPU"]).count
+    return out

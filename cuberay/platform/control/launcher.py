@@ -110,12 +110,15 @@ class Launcher:
         metadata: dict[str, str],
         runtime_env: dict[str, Any] | None,
         env: dict[str, str] | None = None,
+        driver_resources: Mapping[str, float] | None = None,
     ) -> None:
         """Submit one Ray Job; idempotent for a resubmission of the same cuberay job.
 
-        A driver requests no CPU (entrypoint_num_cpus=0): the job's own workers
+        A driver requests no CPU by default (entrypoint_num_cpus=0): the job's own workers
         hold the resources cuberay allocated, the driver only orchestrates them.
+        ``driver_resources`` ({num_cpus, num_gpus, memory}) sizes a driver that does work itself.
         """
+        sizing = dict(driver_resources or {})
         _check_str_map("metadata", metadata)
         _check_str_map("env", env or {})
         if not self.can_start():
@@ -132,7 +135,9 @@ class Launcher:
                     submission_id=submission_id,
                     metadata=dict(metadata),
                     runtime_env=_merge_env(runtime_env, env),
-                    entrypoint_num_cpus=0,
+                    entrypoint_num_cpus=sizing.get("num_cpus", 0),
+                    entrypoint_num_gpus=sizing.get("num_gpus") or None,
+                    entrypoint_memory=int(sizing["memory"]) if sizing.get("memory") else None,
                 ),
             )
         except LauncherError as err:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from cuberay.platform.spec import deepspeed as ds
 from cuberay.platform.spec.common import ImportPath
 from cuberay.platform.spec.load import FieldError
 from cuberay.platform.spec.workload import JobBase, WorkloadSpec
@@ -20,7 +21,21 @@ class TrainSpec(WorkloadSpec):
                                                   "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, VC_* set.")
     config: dict[str, Any] = Field(default_factory=dict, description="Passed to train_func (function mode).")
     backend: Literal["torch", "deepspeed"] = Field("torch", description="torch (DDP) or deepspeed (function mode).")
-    deepspeed: dict[str, Any] | None = Field(None, description="DeepSpeed config dict (backend: deepspeed).")
+    deepspeed: dict[str, Any] | str | None = Field(
+        None, description="backend: deepspeed. A DeepSpeed JSON config (zero_optimization stage 0-3, offload, "
+                          "bf16/fp16, gradient_accumulation_steps, train_micro_batch_size_per_gpu, ...) or the "
+                          "path of a ds_config.json, read when the spec is loaded.")
+
+    @field_validator("deepspeed", mode="before")
+    @classmethod
+    def _read_deepspeed(cls, v: Any) -> Any:
+        return ds.read(v)
+
+    def deepspeed_config(self) -> dict[str, Any] | None:
+        """The DeepSpeed config to run: the user's over cuberay's defaults; None for backend torch."""
+        if self.backend != "deepspeed":
+            return None
+        return ds.merged(self.deepspeed if isinstance(self.deepspeed, dict) else {})
 
     @model_validator(mode="after")
     def _one_mode(self) -> TrainSpec:
@@ -35,6 +50,8 @@ class TrainSpec(WorkloadSpec):
                                               f"mode pass settings on the command line")
         if self.deepspeed is not None and self.backend != "deepspeed":
             raise FieldError(["backend"], "a deepspeed config is set but backend is torch; set backend: deepspeed")
+        if isinstance(self.deepspeed, dict):
+            ds.check(self.deepspeed, self.workers if isinstance(self.workers, int) else None)
         return self
 
 
