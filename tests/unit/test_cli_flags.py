@@ -19,7 +19,7 @@ from cuberay.cli import _register, app, main
 from cuberay.cli.output import Format
 
 # Commands that print no records: their output is a log, a live display or nothing.
-NO_DATA = {"down", "demo", "logs", "run", "history export"}
+NO_DATA = {"down", "demo", "logs", "run", "history export", "node start"}  # node start: ray start's own output
 # Options that write a file but are named for what they write (a plot is not "the output").
 NAMED_WRITES = {"--plot"}
 
