@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import signal
@@ -51,8 +52,14 @@ def roce_nodes() -> list[str]:
 def test_roce_job_is_rejected_without_rdma_nodes_and_lands_on_the_roce_node(platform, ray_cluster,
                                                                             job_client) -> None:
     assert not roce_nodes()
-    with pytest.raises(AdmissionError, match="rdma"):
+    # Tenant a may use RDMA (the session platform's tenants have no rdma quota): the rejection below is then
+    # about the cluster, not the quota.
+    spec = copy.deepcopy(platform.spec)
+    spec["spec"]["tenants"][0]["quota"]["max"]["rdma"] = "4"
+    client.install(spec, address=ray_cluster.address, replace=True)
+    with pytest.raises(AdmissionError) as rejected:
         client.submit(rdma_task())
+    assert "rdma" in str(rejected.value) and "quota" not in str(rejected.value), rejected.value
     # Join a node the way an operator does; the sysfs here has no RDMA, so the fabric is given.
     node = subprocess.Popen(
         [sys.executable, "-m", "cuberay", "node", "start", "--rdma", "roce", "--rdma-count", "1",
