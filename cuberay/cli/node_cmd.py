@@ -57,14 +57,19 @@ def resolve(found: NodeRdma, *, fabric: str | None, count: int | None, domain: s
     return NodeRdma(chosen, n, domain or found.domain)
 
 
+def registration(rdma: NodeRdma) -> tuple[dict[str, float], dict[str, str]]:
+    """(Ray resources, Ray labels) a node with ``rdma`` registers: what the ledger and placement read."""
+    if not rdma.fabric:
+        return {}, {}
+    labels = {LABEL_RDMA: rdma.fabric}
+    if rdma.domain:
+        labels[LABEL_RDMA_DOMAIN] = rdma.domain
+    return {RDMA: float(rdma.count)}, labels
+
+
 def ray_start_args(rdma: NodeRdma, extra: list[str]) -> list[str]:
     """``ray start`` arguments: ``extra`` with cuberay's resource and labels merged into theirs."""
-    resources: dict[str, float] = {RDMA: rdma.count} if rdma.fabric else {}
-    labels: dict[str, str] = {}
-    if rdma.fabric:
-        labels[LABEL_RDMA] = rdma.fabric
-        if rdma.domain:
-            labels[LABEL_RDMA_DOMAIN] = rdma.domain
+    resources, labels = registration(rdma)
     rest: list[str] = []
     it = iter(extra)
     for arg in it:
@@ -84,7 +89,8 @@ def ray_start_args(rdma: NodeRdma, extra: list[str]) -> list[str]:
         rest.append(arg)
     out = ["start", *rest]
     if resources:
-        out.append(f"--resources={json.dumps(resources, sort_keys=True)}")
+        whole = {k: int(v) if float(v).is_integer() else v for k, v in resources.items()}
+        out.append(f"--resources={json.dumps(whole, sort_keys=True)}")
     if labels:
         out.append("--labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
     return out

@@ -65,13 +65,14 @@ class PeakSampler:
 
 
 def report(job_id: str, worker: int, cpu: float, memory_gib: float) -> None:
-    """Send one worker's peaks to the controller (fire and forget: a lost sample only delays correction)."""
+    """Send one worker's peaks to the controller (errors are logged: a lost sample only delays correction)."""
     import ray
 
     from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 
     try:
         controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
-        controller.usage.remote(job_id, worker, cpu, memory_gib)
+        # Waited for (briefly): a driver that exits right after would otherwise drop the call.
+        ray.get(controller.usage.remote(job_id, worker, cpu, memory_gib), timeout=10)
     except Exception as err:  # noqa: BLE001 - never fail a run over bookkeeping
         log.warning("could not report the resource use of %s to the controller: %s", job_id, err)

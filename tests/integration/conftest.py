@@ -59,6 +59,7 @@ class RayCluster:
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # node id -> labels
     temp_dir: str = ""  # the session's Ray temp dir: logs are under session_latest/logs
     started_in_s: float = 0.0
+    cluster: object = None  # the ray.cluster_utils.Cluster: a test may add_node() and must remove_node() it
 
 
 def _session_env() -> dict[str, str]:
@@ -171,6 +172,7 @@ def ray_cluster() -> Iterator[RayCluster]:
                 node_labels=labels,
                 temp_dir=temp_dir,
                 started_in_s=round(time.monotonic() - started, 1),
+                cluster=cluster,
             )
         finally:
             ray.shutdown()

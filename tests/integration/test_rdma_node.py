@@ -1,13 +1,9 @@
-"""RDMA on a live cluster: a node joined with `cuberay node start` is the only home of a `1(roce)` job."""
+"""RDMA on a live cluster: a node registered as `cuberay node start` does is the only home of a `1(roce)` job."""
 
 from __future__ import annotations
 
 import copy
-import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import uuid
 from typing import Any
@@ -15,6 +11,7 @@ from typing import Any
 import pytest
 import ray
 
+from cuberay.cli.node_cmd import discover_rdma, registration, resolve
 from cuberay.errors import AdmissionError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
@@ -29,17 +26,6 @@ def rdma_task(workers: int = 1) -> dict[str, Any]:
     return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
             "metadata": {"name": f"rdma-{uuid.uuid4().hex[:6]}", "tenant": "a"},
             "spec": {"workers": workers, "resources": {"cpu": "1", "rdma": "1(roce)"}, "command": command}}
-
-
-def agent_ports() -> list[str]:
-    """Free ports for the node's agents: Ray's fixed defaults clash with other Rays on this machine."""
-    args = []
-    for flag in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port",
-                 "--metrics-export-port"):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            args.append(f"{flag}={sock.getsockname()[1]}")
-    return args
 
 
 def roce_nodes() -> list[str]:
@@ -60,16 +46,14 @@ def test_roce_job_is_rejected_without_rdma_nodes_and_lands_on_the_roce_node(plat
     with pytest.raises(AdmissionError) as rejected:
         client.submit(rdma_task())
     assert "rdma" in str(rejected.value) and "quota" not in str(rejected.value), rejected.value
-    # Join a node the way an operator does; the sysfs here has no RDMA, so the fabric is given.
-    node = subprocess.Popen(
-        [sys.executable, "-m", "cuberay", "node", "start", "--rdma", "roce", "--rdma-count", "1",
-         "--rdma-domain", "test-fabric", "--", "--address", ray_cluster.address, "--num-cpus", "2",
-         "--memory", str(4 * 2**30), "--block", *agent_ports()],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # A node registered as `cuberay node start --rdma roce --rdma-domain test-fabric` registers it (the sysfs here
+    # has no RDMA devices, so the fabric is given).
+    resources, labels = registration(resolve(discover_rdma("/nonexistent"), fabric="roce", count=1,
+                                             domain="test-fabric"))
+    assert resources == {"rdma": 1.0} and labels == {"cuberay.io/rdma": "roce", "cuberay.io/rdma-domain": "test-fabric"}
+    node = ray_cluster.cluster.add_node(num_cpus=2, memory=4 * 2**30, resources=resources, labels=labels, wait=False)
     try:
-        (node_id,) = wait_for(roce_nodes, 90, "the roce node to join")
-        labels = next(n["Labels"] for n in ray.nodes() if n["NodeID"] == node_id)
-        assert labels["cuberay.io/rdma-domain"] == "test-fabric"
+        (node_id,) = wait_for(roce_nodes, 120, "the roce node to join")
         ref = wait_for(lambda: _submit_when_seen(), 60, "the controller to see the roce node")
         record = client.wait(ref.id, timeout=120)
         logs = job_client.get_job_logs(record.submission_id)
@@ -79,8 +63,7 @@ def test_roce_job_is_rejected_without_rdma_nodes_and_lands_on_the_roce_node(plat
         # so NCCL stays on sockets rather than failing on a missing HCA.
         assert "ib_disable=1" in logs
     finally:
-        os.killpg(node.pid, signal.SIGTERM)
-        node.wait(timeout=60)
+        ray_cluster.cluster.remove_node(node)
         wait_for(lambda: not roce_nodes(), 90, "the roce node to leave")
 
 

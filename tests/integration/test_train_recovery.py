@@ -13,6 +13,7 @@ import pytest
 from ray.util.state import list_actors
 
 from cuberay.platform import client
+from cuberay.platform.control.store import Store
 from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 
@@ -56,6 +57,10 @@ def test_killed_train_worker_resumes_from_checkpoint(platform, ray_cluster, job_
     resumed = [int(n) for n in RESUMED.findall(logs)]
     assert resumed and min(resumed) > 0, logs[-3000:]
     assert record.attempts == 1  # restarted by Ray Train inside the attempt, not requeued
+    # Each worker reported its peak use for resource correction; the run is one sample.
+    with Store(platform.spec["spec"]["database"]) as store:
+        ((_, cpu, memory_gib),) = store.usage_history("a", record.name, since=0)
+    assert cpu > 0 and 0.1 < memory_gib < 16
 
 
 @pytest.mark.slow
