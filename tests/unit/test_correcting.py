@@ -60,3 +60,15 @@ def test_bounded_by_tenant_max_per_worker_and_largest_node(tmp_path: Path) -> No
         job, correction = correcting.apply(store, spec(), quota, NODES, time.time())
     assert job.spec.resources.cpu == "10" and job.spec.resources.memory == "256Gi"
     assert "bounded" in correction["reason"]
+
+
+def test_status_shows_requested_vs_corrected_and_why(tmp_path: Path) -> None:
+    from cuberay.cli.views import job_detail
+
+    with with_runs(tmp_path, 10) as store:
+        _, correction = correcting.apply(store, spec(), None, NODES, time.time())
+        shown = record(99, correction=correction)
+    rows = {r["field"]: r["value"] for r in job_detail(shown)}
+    assert rows["requested"] == "cpu 8, memory 64Gi per worker"
+    assert rows["corrected"] == "cpu 7, memory 17Gi per worker"
+    assert rows["corrected why"].startswith("the last 10 successful runs peaked at 3.30 cores and 10.20 GiB")
