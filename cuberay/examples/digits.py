@@ -15,6 +15,7 @@ epoch, to stretch a run for recovery demonstrations).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -69,6 +70,16 @@ def _accuracy(model: nn.Module, data: TensorDataset) -> float:
         correct = (model(x).argmax(dim=1) == y).sum().item()
     model.train()
     return correct / len(y)
+
+
+def _full_weights(model: nn.Module):
+    """A context in which ``model`` holds its whole weights: ZeRO-3 partitions them across ranks (collective)."""
+    partitioned = [p for p in model.parameters() if hasattr(p, "ds_id")]
+    if not partitioned:
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(partitioned)
 
 
 def _restore(model: nn.Module) -> int:
@@ -157,8 +168,9 @@ def train_func(config: dict[str, Any]) -> None:
         if hasattr(loader.sampler, "set_epoch"):  # DistributedSampler: reshuffle each epoch
             loader.sampler.set_epoch(epoch)
         losses = [step(x, y) for x, y in loader]
-        metrics = {"epoch": epoch, "loss": sum(losses) / len(losses),
-                   "accuracy": _accuracy(base, test_set), "world_size": len(node_ids),
-                   "node_ids": node_ids, "engine": how}
-        _report(metrics, base, epoch)
+        with _full_weights(base):  # every rank enters: gathering ZeRO-3's shards is a collective
+            metrics = {"epoch": epoch, "loss": sum(losses) / len(losses),
+                       "accuracy": _accuracy(base, test_set), "world_size": len(node_ids),
+                       "node_ids": node_ids, "engine": how}
+            _report(metrics, base, epoch)
         time.sleep(float(config.get("epoch_sleep_s", 0)))
