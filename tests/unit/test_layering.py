@@ -40,6 +40,10 @@ def module_files(root: Path, package: str) -> dict[str, Path]:
     return out
 
 
+def packages_of(root: Path, package: str) -> frozenset[str]:
+    return frozenset(m for m, path in module_files(root, package).items() if path.name == "__init__.py")
+
+
 def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """Edges between the package's modules and the external top-level packages each one imports."""
     files = module_files(root, package)
@@ -60,9 +64,8 @@ def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], dict[st
                 if node.level:
                     parts = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
                     base = ".".join(parts + ([base] if base else []))
-                # `from pkg import sub` names the submodule when there is one, else a name in pkg.
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
-                           for alias in node.names]
+                # `from pkg import sub` runs pkg/__init__.py too: an edge to the submodule (if it is one) and to pkg.
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in files)]
             else:
                 continue
             for target in targets:
@@ -75,8 +78,8 @@ def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], dict[st
     return edges, external
 
 
-def circles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected sets of more than one module (Tarjan), ignoring a package's own __init__ re-exports."""
+def circles(edges: dict[str, set[str]], packages: frozenset[str] = frozenset()) -> list[list[str]]:
+    """Strongly connected sets of more than one module (Tarjan); ``packages`` are the modules that are __init__s."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -101,7 +104,10 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
                 comp.append(w)
                 if w == v:
                     break
-            if len(comp) > 1:
+            # Packages whose __init__ re-exports their own modules make parent<->child pairs; a circle made only of
+            # packages is no circle. One that runs through a plain module is (e.g. a module of a package importing
+            # `from <its package> import x` while the package's __init__ imports that module).
+            if len(comp) > 1 and not all(x in packages for x in comp):
                 found.append(sorted(comp))
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
@@ -127,6 +133,8 @@ def layering_problems(edges: dict[str, set[str]], external: dict[str, set[str]],
     for module, targets in sorted(edges.items()):
         layer, rank = layer_of(module, platform)
         for target in sorted(targets):
+            if module.startswith(target + "."):
+                continue  # its own package's __init__ (run on any import of the module)
             other, other_rank = layer_of(target, platform)
             if other != layer and other_rank >= rank:
                 problems.append(f"{module} ({layer}) imports {target} ({other})")
@@ -139,7 +147,7 @@ def layering_problems(edges: dict[str, set[str]], external: dict[str, set[str]],
 
 def test_no_import_circles() -> None:
     edges, _ = import_graph(REPO_ROOT, "cuberay")
-    found = circles(edges)
+    found = circles(edges, packages_of(REPO_ROOT, "cuberay"))
     assert not found, (
         f"import circles: {found}. Rule: no module imports, at any depth, a module that imports it back. "
         "Fix: move the shared name down to the lower module, or pass it in as an argument.")
@@ -206,7 +214,21 @@ def test_checker_finds_a_circle_through_a_type_checking_import(tmp_path: Path) -
         "pkg/c.py": "def f():\n    from pkg import a\n",
     })
     edges, _ = import_graph(root, "pkg")
-    assert circles(edges) == [["pkg.a", "pkg.b"]]
+    assert circles(edges, packages_of(root, "pkg")) == [["pkg.a", "pkg.b"]]
+
+
+def test_checker_finds_a_circle_through_a_package_init(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "pkg/sub/__init__.py": "from pkg.sub.jobs import J\n",
+        "pkg/sub/jobs.py": "from pkg.sub.train import T\n",
+        "pkg/sub/train.py": "from pkg.sub import helpers\n",
+        "pkg/sub/helpers.py": "",
+        "pkg/other/__init__.py": "from pkg.other.m import x\n",
+        "pkg/other/m.py": "import pkg.other.n\n",
+        "pkg/other/n.py": "",
+    })
+    edges, _ = import_graph(root, "pkg")
+    assert circles(edges, packages_of(root, "pkg")) == [["pkg.sub", "pkg.sub.jobs", "pkg.sub.train"]]
 
 
 def test_checker_finds_upward_and_heavy_imports(tmp_path: Path) -> None:
@@ -225,6 +247,8 @@ def test_checker_finds_upward_and_heavy_imports(tmp_path: Path) -> None:
     assert layering_problems(edges, external, platform="pkg.platform") == [
         "pkg.platform.control.c (control) imports pkg.platform.client (top)",
         "pkg.platform.policy.p (policy) imports ['ray']",
+        "pkg.platform.sim.s (sim) imports pkg.platform.control (control)",
         "pkg.platform.sim.s (sim) imports pkg.platform.control.c (control)",
+        "pkg.platform.spec.m (spec) imports pkg.platform.policy (policy)",
         "pkg.platform.spec.m (spec) imports pkg.platform.policy.p (policy)",
     ]

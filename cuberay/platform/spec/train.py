@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from cuberay.platform.spec import deepspeed as ds
+import cuberay.platform.spec.deepspeed as ds
 from cuberay.platform.spec.common import ImportPath
 from cuberay.platform.spec.load import FieldError
 from cuberay.platform.spec.workload import JobBase, WorkloadSpec
