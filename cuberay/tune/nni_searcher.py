@@ -25,7 +25,6 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import pickle
 import time
 from typing import Any, Mapping
 
@@ -34,6 +33,7 @@ from ray.tune.search import Searcher
 
 from cuberay.errors import SpecError
 from cuberay.tune import space as spaces
+from cuberay.tune.searcher_state import PickledState
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-class NniSearcher(Searcher):
+class NniSearcher(PickledState, Searcher):
     """Ray Tune searcher over an NNI search space, proposing with one of NNI's tuners."""
 
     def __init__(self, algorithm: str, search_space: Mapping[str, Any], *, metric: str, mode: str,
@@ -199,22 +199,6 @@ class NniSearcher(Searcher):
         self.tuner.receive_trial_result(parameter_id, params, value)
         self.tuner.trial_end(parameter_id, True)
         self.counts["succeeded"] += 1
-
-    # -- checkpointing (Tune saves the searcher with the experiment state)
-
-    def get_state(self) -> dict:
-        return dict(self.__dict__)
-
-    def set_state(self, state: dict) -> None:
-        self.__dict__.update(state)
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.get_state(), f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.set_state(pickle.load(f))
 
     @property
     def running(self) -> int:

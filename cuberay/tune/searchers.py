@@ -10,7 +10,6 @@ one per slot.
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, Mapping
 
 import numpy as np
@@ -19,6 +18,7 @@ from ray.tune.search import Searcher
 from cuberay.errors import SpecError
 from cuberay.tune import space as spaces
 from cuberay.tune.nni_searcher import ALGORITHMS, NniSearcher
+from cuberay.tune.searcher_state import PickledState
 
 SLOT_KEY = "__cuberay_slot"
 RAY_ALGORITHMS = ("random", "grid")
@@ -46,7 +46,7 @@ def make_searcher(algorithm: str, search_space: Mapping[str, Any], *, metric: st
                     path="algorithm")
 
 
-class RaySpaceSearcher(Searcher):
+class RaySpaceSearcher(PickledState, Searcher):
     """Ray Tune's random sampling or grid over an NNI space, one suggestion at a time."""
 
     def __init__(self, search_space: Mapping[str, Any], *, grid: bool, metric: str, mode: str,
@@ -74,22 +74,9 @@ class RaySpaceSearcher(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         pass
 
-    def get_state(self) -> dict:
-        return dict(self.__dict__)
-
-    def set_state(self, state: dict) -> None:
-        self.__dict__.update(state)
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.get_state(), f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.set_state(pickle.load(f))
 
 
-class SlotSearcher(Searcher):
+class SlotSearcher(PickledState, Searcher):
     """Gives each suggested trial a free slot (an index into the gang's node list) in its config."""
 
     def __init__(self, searcher: Searcher, slots: int):
@@ -128,13 +115,6 @@ class SlotSearcher(Searcher):
     def set_state(self, state: dict) -> None:
         self.slots, self._taken = state["slots"], dict(state["taken"])
 
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.get_state(), f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.set_state(pickle.load(f))
 
 
 def slot_resources(node_ids: list[str], bundle: Mapping[str, float]) -> Any:
