@@ -38,6 +38,21 @@ def submit(
 ) -> None:
     """Queue the job in FILE and print its id. Exit 2 on a spec error, 3 if admission refuses it."""
     ref = client.submit(file, tenant, user=client.current_user())
+    record = announce_and_follow(ref, output, wait)
+    if record is None:
+        return
+    if output != Format.table:
+        emit(record, output)
+    else:
+        print(f"Job '{ref.id}' {JobState(record.state).value.lower()}")
+    raise_for_end(record)
+
+
+def announce_and_follow(ref: Any, output: Format, wait: bool) -> JobRecord | None:
+    """Say the job was submitted (and whether its resources were corrected); with ``wait``, follow it to its end.
+
+    Returns the final record when waiting, else None (the record was printed for ``-o json|yaml``).
+    """
     err = error_console()
     if output == Format.table:
         print(f"Job '{ref.id}' submitted")
@@ -50,13 +65,8 @@ def submit(
     if not wait:
         if output != Format.table:
             emit(client.status(ref.id), output)
-        return
-    record = progress.watch(ref.id, err)
-    if output != Format.table:
-        emit(record, output)
-    else:
-        print(f"Job '{ref.id}' {JobState(record.state).value.lower()}")
-    raise_for_end(record)
+        return None
+    return progress.watch(ref.id, err)
 
 
 def next_steps(job_id: str, tenant: str) -> str:

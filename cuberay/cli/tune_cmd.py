@@ -15,9 +15,9 @@ from typing import Any, Optional
 import typer
 import yaml
 
-from cuberay.cli import app, progress
-from cuberay.cli.jobs_cmd import next_steps, raise_for_end
-from cuberay.cli.output import Format, emit, error_console, output_option
+from cuberay.cli import app
+from cuberay.cli.jobs_cmd import announce_and_follow, raise_for_end
+from cuberay.cli.output import Format, emit, output_option
 from cuberay.platform import client
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -56,15 +56,9 @@ def import_experiment(
             emit(spec, output)
         return
     ref = client.submit(job, tenant, user=client.current_user())
-    err = error_console()
-    if output == Format.table:
-        print(f"Job '{ref.id}' submitted")
-        err.print(next_steps(ref.id, ref.tenant), highlight=False)
-    if not wait:
-        if output != Format.table:
-            emit(client.status(ref.id), output)
+    record = announce_and_follow(ref, output, wait)
+    if record is None:
         return
-    record = progress.watch(ref.id, err)
     outcome = search_outcome(record)
     if output != Format.table:
         emit(outcome, output)
