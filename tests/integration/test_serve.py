@@ -231,7 +231,7 @@ def test_a_route_held_by_a_queued_app_is_refused(served) -> None:
     waiting = load_spec(EXAMPLES / "demo-serve.yaml").with_tenant("a").model_dump(mode="json")
     waiting["metadata"]["name"] = "waits-for-memory"
     waiting["spec"]["route_prefix"] = "/waiting"
-    waiting["spec"]["resources"]["memory"] = "15Gi"  # tenant a's max is 16Gi and the running app holds some
+    waiting["spec"]["resources"]["memory"] = "15.75Gi"  # max 16Gi; the running app holds >= 512Mi
     ref = client.submit(load_spec(waiting), "a")
     try:
         wait_for(lambda: client.status(ref.id).state == JobState.QUEUED and client.status(ref.id).reason, 30,
