@@ -124,13 +124,19 @@ def _replicas(version: ServeVersion, grown: bool) -> dict[str, Any]:
     return {"num_replicas": version.min_replicas}
 
 
-def traffic(app: ServeApp, weights: dict[str, float] | None = None) -> dict[str, Any]:
-    """The ingress user_config: weights, mirror, rate limit, sticky header."""
+def traffic(app: ServeApp, weights: dict[str, float] | None = None, ingress_replicas: int = 1) -> dict[str, Any]:
+    """The ingress user_config: weights, mirror, rate limit, sticky header.
+
+    Each ingress replica keeps its own token bucket and Serve spreads requests
+    evenly over the replicas, so each gets its share of the app's limit.
+    """
     spec = app.spec
     limit = spec.rate_limit
+    share = max(1, ingress_replicas)
     return {"weights": dict(weights or spec.weights()),
             "mirror": spec.mirror.model_dump() if spec.mirror else None,
-            "rate_limit": ({"requests_per_s": limit.requests_per_s, "burst": limit.burst or limit.requests_per_s}
+            "rate_limit": ({"requests_per_s": limit.requests_per_s / share,
+                            "burst": max(1.0, (limit.burst or limit.requests_per_s) / share)}
                            if limit else None),
             "sticky_header": spec.sticky_header}
 
@@ -150,14 +156,16 @@ def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str
             import_path=version.model if isinstance(version.model, str) else None,
             replicas=_replicas(version, grown), ray_actor_options=options))
     multiplex = can_multiplex(tuple(versions))
+    ingress_replicas = 1  # the router
     if multiplex:  # one deployment holds every version: it gets all the replicas admission held
-        total = {"num_replicas": app.spec.min_workers}
-        versions = [replace(v, replicas=total) for v in versions]
+        ingress_replicas = app.spec.min_workers
+        versions = [replace(v, replicas={"num_replicas": ingress_replicas}) for v in versions]
     router = {"num_cpus": 0}  # the router only forwards; it runs on the app's nodes without holding quota
     if node_ids:
         router["label_selector"] = node_selector(node_ids)
     return AppPlan(name=app.serve_name, route_prefix=app.spec.route_prefix, versions=tuple(versions),
-                   traffic=traffic(app), router_actor_options=router, multiplex=multiplex)
+                   traffic=traffic(app, ingress_replicas=ingress_replicas), router_actor_options=router,
+                   multiplex=multiplex)
 
 
 def llm_app(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:
