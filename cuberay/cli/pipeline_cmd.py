@@ -137,7 +137,9 @@ def cancel(ref: str = typer.Argument(..., metavar="RUN|NAME", help="A run id, or
 @pipeline_app.command()
 def graph(ref: str = typer.Argument(..., metavar="RUN|NAME|FILE",
                                     help="A run id, a pipeline (its latest run) or a Pipeline file (no states)."),
-          out: Optional[Path] = out_option("Also write the graph as a PNG (needs matplotlib).")) -> None:
+          out: Optional[Path] = out_option("Also write the graph as a PNG (needs matplotlib)."),
+          output: Format = output_option(help="table (the text DAG) | json | yaml (levels, dependencies, "
+                                              "states).")) -> None:
     """Print the DAG with each step's state (and write a PNG with --out)."""
     from cuberay.cli import pipeline_graph
 
@@ -149,8 +151,14 @@ def graph(ref: str = typer.Argument(..., metavar="RUN|NAME|FILE",
     else:
         record, found = _api().status(ref)
         spec, steps, title = record.spec["spec"], {s.name: s for s in found}, f"{record.id}: {record.state.value}"
-        print(title)
-    print(pipeline_graph.text(spec, steps))
+    if output != Format.table:
+        emit({"levels": pipeline_graph.levels(spec),
+              "depends_on": {s["name"]: list(s.get("depends_on") or []) for s in spec["steps"]},
+              "states": {n: s.state.value for n, s in (steps or {}).items()}}, output)
+    else:
+        if steps is not None:
+            print(title)
+        print(pipeline_graph.text(spec, steps))
     if out is not None:
         try:
             pipeline_graph.png(spec, steps, out, title)

@@ -142,3 +142,20 @@ def test_schema_validates_the_example() -> None:
     jsonschema.validate(load_pipeline(REPO / "configs" / "pipelines" / "fan-out.yaml").model_dump(mode="json"),
                         schema)
     assert schema["title"] == Pipeline.__name__
+
+
+def test_cli_checks_graphs_and_describes_a_pipeline_file_offline(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    from cuberay.cli import main
+
+    example = str(REPO / "configs" / "pipelines" / "fan-out.yaml")
+    assert main(["spec", "validate", example]) == 0
+    assert "Pipeline fan-out, 6 steps, parallelism 2" in capsys.readouterr().out
+    assert main(["pipeline", "graph", example, "--out", str(tmp_path / "dag.png")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "prepare" and lines[-1] == "        evaluate  <- train-a, train-b, train-c, draft"
+    assert (tmp_path / "dag.png").stat().st_size > 1000
+    assert main(["submit", example]) == 2  # a pipeline is not a job: the error says where it goes
+    assert "cuberay pipeline submit" in capsys.readouterr().err
+    assert main(["spec", "schema", "--kind", "pipeline"]) == 0
+    assert '"Pipeline"' in capsys.readouterr().out
