@@ -33,7 +33,8 @@ from cuberay.platform.policy import pipelines as pol
 from cuberay.platform.policy.pipelines import RunState, StepState
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform
-from cuberay.platform.spec.pipeline import Pipeline, load_pipeline, step_job
+from cuberay.platform.spec.pipeline import Pipeline, step_job
+from cuberay.platform.spec.pipeline import load_pipeline as _load_pipeline
 
 log = logging.getLogger("cuberay.pipelines")
 
@@ -41,6 +42,20 @@ LABEL = "cuberay.io/pipeline"
 # The step-outputs format of cuberay/outputs.py (the API steps call): <step dir>/outputs/<name>.json.
 ENV_STEP_DIR, ENV_RUN_DIR, OUTPUTS = "CUBERAY_STEP_DIR", "CUBERAY_RUN_DIR", "outputs"
 SCHEDULER_USER = "cuberay"
+
+
+_LOADED: dict[str, Pipeline] = {}
+
+
+def load_pipeline(spec: Mapping[str, Any]) -> Pipeline:
+    """A stored definition as a Pipeline; each tick reads every active one, so checked ones are kept."""
+    key = json.dumps(spec, sort_keys=True, default=str)
+    pipe = _LOADED.get(key)
+    if pipe is None:
+        if len(_LOADED) > 256:
+            _LOADED.clear()
+        pipe = _LOADED[key] = _load_pipeline(dict(spec))
+    return pipe
 
 
 def read_outputs(step_dir: Path) -> dict[str, Any]:
