@@ -142,3 +142,33 @@ def test_outputs_a_step_sets_are_what_the_driver_reads(tmp_path: Path, monkeypat
     assert cuberay.outputs.dir() == tmp_path / "step"
     assert read_outputs(tmp_path / "step") == cuberay.outputs.read(tmp_path / "step") == {
         "accuracy": 0.93, "classes": ["a", "b"]}
+
+
+def test_a_step_whose_submit_was_cut_short_adopts_its_job_and_finishes(make) -> None:
+    from cuberay.platform.control.store import JobRecord
+    from cuberay.platform.policy.states import JobState
+
+    clock = Clock(NOW)
+    driver = make(clock)
+    spec = pipeline()
+    del spec["spec"]["schedule"]
+    driver.put(spec, "ann", None)
+    run = asyncio.run(driver.request_run("a", "daily", "ann"))
+    asyncio.run(driver.apply_schedule("a", "daily"))
+    # the controller died after recording the attempt and submitting its job, before recording the job id
+    driver.book.update_step(run.id, "only", state=StepState.RUNNING, attempt=1, job_id=None)
+    labels = {"cuberay.io/pipeline": "daily", "cuberay.io/pipeline-run": "r1", "cuberay.io/pipeline-step": "only",
+              "cuberay.io/pipeline-attempt": "1"}
+    job = JobRecord(id="a-daily-only-1", tenant="a", name="daily-only", kind="Task", user="ann",
+                    spec={"metadata": {"name": "daily-only", "labels": labels}}, state=JobState.RUNNING,
+                    priority=0, submit_time=NOW, seq=1, start_time=NOW)
+    driver.store.add_job(job)
+    restarted = make(clock)
+    asyncio.run(restarted.tick())
+    (step,) = restarted.book.steps(run.id)
+    assert step.state == StepState.RUNNING and step.job_ids == [job.id]
+    restarted.store.update_job(job.id, state=JobState.SUCCEEDED)
+    asyncio.run(restarted.tick())
+    (step,) = restarted.book.steps(run.id)
+    assert step.state == StepState.SUCCEEDED and step.job_ids == [job.id] and step.attempt == 1
+    assert restarted.book.get_run(run.id).state == RunState.SUCCEEDED
