@@ -96,7 +96,7 @@ class PipelineDriver:
         return pipe, owner.name
 
     async def request_run(self, tenant: str, name: str, user: str, params: Mapping[str, Any] | None = None,
-                    supersede: bool = False) -> RunRecord:
+                          supersede: bool = False) -> RunRecord:
         """A manual run now. With ``supersede`` the pipeline's waiting and running runs are cancelled first
         (CubeStudio's manual run); without it, it waits its turn like a tick."""
         record = self.book.get_pipeline(tenant, name)
@@ -136,8 +136,11 @@ class PipelineDriver:
     async def tick(self) -> None:
         now = self.clock()
         for record in self.book.pipelines():
-            self.record_ticks(record.tenant, record.name, now)
-            await self.apply_schedule(record.tenant, record.name)
+            try:
+                self.record_ticks(record.tenant, record.name, now)
+                await self.apply_schedule(record.tenant, record.name)
+            except Exception:  # noqa: BLE001 - one broken pipeline must not stop the others
+                log.exception("pipeline %s/%s: schedule tick failed", record.tenant, record.name)
         for run in self.book.runs(states=(RunState.RUNNING,)):
             try:
                 await self._advance(run)
