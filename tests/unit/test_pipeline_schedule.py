@@ -172,3 +172,20 @@ def test_a_step_whose_submit_was_cut_short_adopts_its_job_and_finishes(make) -> 
     (step,) = restarted.book.steps(run.id)
     assert step.state == StepState.SUCCEEDED and step.job_ids == [job.id] and step.attempt == 1
     assert restarted.book.get_run(run.id).state == RunState.SUCCEEDED
+
+
+def test_the_digits_flow_steps_hand_the_model_over_by_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """configs/pipelines/digits-flow.yaml's two steps, run in-process as the platform runs them (the demo runs
+    the pipeline itself)."""
+    import cuberay.outputs
+    from cuberay.examples import digits_steps
+    from cuberay.platform.control.pipeline_driver import ENV_STEP_DIR, read_outputs
+
+    monkeypatch.setenv(ENV_STEP_DIR, str(tmp_path / "train"))
+    assert digits_steps.main(["train"]) == 0
+    trained = read_outputs(tmp_path / "train")
+    assert trained["train_accuracy"] > 0.9 and Path(trained["model"]).is_file()
+    monkeypatch.setenv(ENV_STEP_DIR, str(tmp_path / "evaluate"))
+    assert digits_steps.main(["evaluate", trained["model"]]) == 0
+    assert read_outputs(tmp_path / "evaluate")["accuracy"] > 0.9
+    assert cuberay.outputs.dir() == tmp_path / "evaluate"
