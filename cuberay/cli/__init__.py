@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "cuberay.cli.tune_cmd",
     "cuberay.cli.serve_cmd",
     "cuberay.cli.node_cmd",
+    "cuberay.cli.pipeline_cmd",
 )
 
 

@@ -100,11 +100,12 @@ def demo(
     timeout: float = typer.Option(600.0, "--timeout", help="Cancel what is left (and shut down) after this "
                                                             "many seconds."),
 ) -> None:
-    """Start a local platform, run four example jobs while showing the queue, serve the trained model, shut down.
+    """Start a local platform, run four example jobs and a pipeline while showing the queue, serve the model.
 
     Submits a 2-worker DDP TrainJob (an MLP on sklearn's digits), a command-mode
-    Task, a job that must wait for its tenant's quota and a short NNI search;
-    then serves the trained model on Ray Serve and queries it. Runs in a scratch
+    Task, a job that must wait for its tenant's quota, a short NNI search and a
+    train -> evaluate pipeline; then serves the trained model on Ray Serve and
+    queries it. Runs in a scratch
     directory: a platform started with `cuberay up` is left alone. Exit 1 if a
     job did not succeed.
     """
@@ -125,6 +126,11 @@ def demo(
          title="cuberay demo: results")
     if result.accuracy is not None:
         print(f"digits DDP test accuracy: {result.accuracy:.3f}")
+    if result.pipeline is not None:
+        steps = ", ".join(f"{s.name} {s.state.value}" + (f" (accuracy {s.outputs['accuracy']})"
+                                                          if "accuracy" in s.outputs else "")
+                          for s in result.pipeline_steps)
+        print(f"pipeline {result.pipeline.id}: {result.pipeline.state.value}: {steps}")
     if result.served is not None:
         s = result.served
         print(f"served as {s.app} at {s.url}: {s.rows} held-out digits in one request, {s.latency_ms:.0f} ms, "

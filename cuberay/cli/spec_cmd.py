@@ -34,6 +34,7 @@ app.add_typer(spec_app, name="spec")
 class SchemaKind(str, enum.Enum):
     job = "job"
     platform = "platform"
+    pipeline = "pipeline"
 
 
 @spec_app.command("validate")
@@ -77,6 +78,8 @@ def validate(
 def _file_records(file: Path, plat: Platform | None, tenant: str | None, import_check: bool) -> list[dict[str, Any]]:
     if _is_cluster_file(file):
         return [_cluster_record(file)]
+    if _is_pipeline_file(file):
+        return [_pipeline_record(file)]
     return [_record(doc, str(file), plat, tenant, import_check) for doc in load_documents(file)]
 
 
@@ -85,6 +88,21 @@ def _is_cluster_file(file: Path) -> bool:
     docs = read_documents(file)
     return len(docs) == 1 and isinstance(docs[0].data, Mapping) and "kind" not in docs[0].data \
         and "nodes" in docs[0].data
+
+
+def _is_pipeline_file(file: Path) -> bool:
+    docs = read_documents(file)
+    return len(docs) == 1 and isinstance(docs[0].data, Mapping) and docs[0].data.get("kind") == "Pipeline"
+
+
+def _pipeline_record(file: Path) -> dict[str, Any]:
+    from cuberay.platform.spec.pipeline import load_pipeline
+
+    pipe = load_pipeline(file)
+    when = f", cron {pipe.spec.schedule.cron!r}" if pipe.spec.schedule else ""
+    return {"file": str(file), "kind": "Pipeline", "name": pipe.name, "tenant": pipe.tenant,
+            "summary": f"Pipeline {pipe.name}, {len(pipe.spec.steps)} steps, parallelism {pipe.spec.parallelism}"
+                       f"{when}"}
 
 
 def _cluster_record(file: Path) -> dict[str, Any]:
@@ -129,13 +147,19 @@ def check_imports(job: Any, file: str | None = None) -> None:
 
 @spec_app.command("schema")
 def schema(
-    kind: SchemaKind = typer.Option(SchemaKind.job, "--kind", "-k", help="job (any job kind) or platform."),
+    kind: SchemaKind = typer.Option(SchemaKind.job, "--kind", "-k", help="job (any job kind), platform or "
+                                                                         "pipeline."),
     output: Optional[Format] = output_option(
         None, help="json or yaml (default: json, or YAML for an --out file named .yaml/.yml); no table form."),
     out: Optional[Path] = out_option("Write the schema to this file instead of stdout.", metavar="FILE"),
 ) -> None:
     """Print the JSON Schema of job or platform files (for yaml-language-server and other editors)."""
-    data = job_schema() if kind == SchemaKind.job else platform_schema()
+    if kind == SchemaKind.pipeline:
+        from cuberay.platform.spec.pipeline import pipeline_schema
+
+        data = pipeline_schema()
+    else:
+        data = job_schema() if kind == SchemaKind.job else platform_schema()
     if output == Format.table:
         raise SpecError("a schema cannot be a table; use -o json or -o yaml (and --out FILE to write a file)")
     if output is None:

@@ -7,6 +7,8 @@ It starts a local Ray head with the controller (``client.up``), submits
 * ``demo-wait.yaml``: a Task of tenant vision that cannot start while the DDP job
   holds vision's quota, so the queue shows it waiting with the reason,
 * ``tune-branin.yaml``: a short NNI-TPE search (TuneJob, tenant nlp, a quarter CPU),
+* ``pipelines/digits-flow.yaml``: a train -> evaluate pipeline (tenant research), whose evaluate step
+  reads the model file the train step wrote,
 
 reports a :class:`Snapshot` about once a second until every job is terminal,
 then serves the model the DDP job trained (``demo-serve.yaml``: a ServeApp whose
@@ -40,22 +42,25 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
+import cuberay.pipelines as pipelines
 from cuberay.errors import CuberayError
 from cuberay.platform import client
 from cuberay.platform.control.records import JobRef, QueueEntry
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform, load_platform, load_spec
+from cuberay.platform.spec.pipeline import load_pipeline
 
 # configs/ next to the package in a checkout (make demo), else in the working directory.
 _CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CONFIGS = _CHECKOUT_CONFIGS if _CHECKOUT_CONFIGS.is_dir() else Path("configs")
 DEMO_JOBS = ("jobs/train-ddp.yaml", "jobs/task.yaml", "jobs/demo-wait.yaml", "jobs/tune-branin.yaml")
 DDP_JOB = "jobs/train-ddp.yaml"
+DEMO_PIPELINE = "pipelines/digits-flow.yaml"
 SERVE_APP = "jobs/demo-serve.yaml"
 QUERY_ROWS = 200  # the last digits of sklearn's set, sent to the served model in one request
 # Ray reads a starting node's resources from this variable (what its autoscaler uses for fake nodes).
@@ -100,15 +105,21 @@ class DemoResult:
     metrics_seen: list[str] = field(default_factory=list)  # cuberay series on Ray's Prometheus endpoint
     waited: dict[str, str] = field(default_factory=dict)   # job id -> a reason it was seen waiting for
     wall_s: float = 0.0
+    pipeline: Any = None                                     # the demo pipeline's run record, if one ran
+    pipeline_steps: list[Any] = field(default_factory=list)  # its steps' records
     served: Served | None = None  # the trained model, served and queried (None: the DDP job did not succeed)
 
     @property
     def failed(self) -> list[str]:
-        return [f"{r.id} ({r.state.value})" for r in self.records if r.state != JobState.SUCCEEDED]
+        failed = [f"{r.id} ({r.state.value})" for r in self.records if r.state != JobState.SUCCEEDED]
+        if self.pipeline is not None and self.pipeline.state.value != "SUCCEEDED":
+            failed.append(f"pipeline run {self.pipeline.id} ({self.pipeline.state.value})")
+        return failed
 
 
 def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], None] = lambda _s: None,
-             timeout_s: float = 600.0, poll_s: float = 1.0, jobs: tuple[str, ...] = DEMO_JOBS) -> DemoResult:
+             timeout_s: float = 600.0, poll_s: float = 1.0, jobs: tuple[str, ...] = DEMO_JOBS,
+             pipeline: str | None = DEMO_PIPELINE) -> DemoResult:
     """Run the scenario end to end; the platform is shut down whatever happens."""
     started = time.monotonic()
     source = Path(platform_file) if platform_file else CONFIGS / "platform.yaml"
@@ -118,7 +129,11 @@ def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], 
         url = client.up(str(scratch_platform(source, Path(scratch))))
         try:
             refs = [_submit(CONFIGS / job, plat) for job in jobs]
-            records, waited = _follow(refs, on_tick, started, timeout_s, poll_s)
+            run_id = _submit_pipeline(CONFIGS / pipeline, plat) if pipeline else None
+            records, waited = _follow(refs, on_tick, started, timeout_s, poll_s, run_id)
+            run, steps = pipelines.status(run_id) if run_id else (None, [])
+            order = [s["name"] for s in run.spec["spec"]["steps"]] if run is not None else []
+            steps = sorted(steps, key=lambda s: order.index(s.name))
             ddp = records[jobs.index(DDP_JOB)] if DDP_JOB in jobs else None
             accuracy = final_accuracy(ddp) if ddp is not None else None
             metrics = metrics_seen()
@@ -131,7 +146,8 @@ def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], 
         finally:
             client.down()
     return DemoResult(dashboard_url=url, records=records, accuracy=accuracy, metrics_seen=metrics,
-                      waited=waited, wall_s=time.monotonic() - started, served=served)
+                      waited=waited, wall_s=time.monotonic() - started, served=served,
+                      pipeline=run, pipeline_steps=steps)
 
 
 def serve_and_query(user: str, timeout_s: float = 300.0, app_file: str = SERVE_APP,
@@ -229,9 +245,14 @@ def _submit(path: Path, plat: Platform) -> JobRef:
     return client.submit(path, user=submitter(plat, spec.tenant or plat.tenants[0].name))
 
 
+def _submit_pipeline(path: Path, plat: Platform) -> str:
+    tenant = load_pipeline(path).tenant or plat.tenants[0].name
+    return pipelines.submit(path, user=submitter(plat, tenant))["run"].id
+
+
 def _follow(refs: list[JobRef], on_tick: Callable[[Snapshot], None], started: float, timeout_s: float,
-            poll_s: float) -> tuple[list[JobRecord], dict[str, str]]:
-    """Report snapshots until every job is terminal (cancel what is left at the deadline)."""
+            poll_s: float, run_id: str | None = None) -> tuple[list[JobRecord], dict[str, str]]:
+    """Report snapshots until every job (and the pipeline run) is terminal (cancel what is left at the deadline)."""
     waited: dict[str, str] = {}
     ours = {ref.id for ref in refs}
     while True:
@@ -241,9 +262,12 @@ def _follow(refs: list[JobRef], on_tick: Callable[[Snapshot], None], started: fl
             if entry.job_id in ours and entry.position is not None and entry.reason:
                 waited[entry.job_id] = entry.reason
         on_tick(Snapshot(records=records, queue=entries, elapsed_s=time.monotonic() - started))
-        if all(r.state.is_terminal for r in records):
+        run_done = run_id is None or pipelines.status(run_id)[0].state.is_terminal
+        if all(r.state.is_terminal for r in records) and run_done:
             return records, waited
         if time.monotonic() - started > timeout_s:
+            if not run_done:
+                pipelines.cancel(run_id)
             for record in records:
                 if not record.state.is_terminal:
                     client.cancel(record.id)

@@ -58,7 +58,8 @@ def test_every_config_validates_with_its_import_paths(capsys: pytest.CaptureFixt
     assert main(["spec", "validate", "--platform", str(CONFIGS / "platform.yaml"), *files, "-o", "json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["file"] for r in records] == files
-    assert {r["kind"] for r in records} == {"Platform", "TrainJob", "TuneJob", "ServeApp", "Task", "Cluster"}
+    assert {r["kind"] for r in records} == {"Platform", "TrainJob", "TuneJob", "ServeApp", "Task", "Cluster",
+                                            "Pipeline"}
     # Each job's code is really there: the import check above ran on these paths.
     paths = {target for f in files for _field, target in import_paths(yaml.safe_load(Path(f).read_text()))}
     assert paths == {"cuberay.examples.digits:train_func", "cuberay.examples.echo_serve:Echo",

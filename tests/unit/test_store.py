@@ -14,6 +14,7 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.platform.control import pipeline_store  # noqa: F401 - its tables are on the store's metadata
 from cuberay.platform.control import store as store_mod
 from cuberay.platform.control.store import (
     SCHEMA_VERSION,
@@ -252,8 +253,8 @@ def test_schema_compiles_for_other_databases(dialect: Any) -> None:
         assert table.name in ddl
         for index in table.indexes:
             str(CreateIndex(index).compile(dialect=dialect))
-    assert {"schema_version", "tenants", "jobs", "events", "serve_changes", "usage_samples"} == \
-        set(store_mod._Base.metadata.tables)
+    assert {"schema_version", "tenants", "jobs", "events", "serve_changes", "usage_samples", "pipelines",
+            "pipeline_runs", "pipeline_steps"} == set(store_mod._Base.metadata.tables)
 
 
 def test_unusable_database_urls_say_how_to_write_one() -> None:

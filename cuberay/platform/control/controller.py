@@ -47,6 +47,7 @@ from cuberay.platform.control.launcher import (
 )
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
+from cuberay.platform.control.pipeline_api import PipelineAPI
 from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.store import JobRecord, Store
 from cuberay.platform.control.views import Views
@@ -72,7 +73,7 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller(Views, DriverAPI, ServeAPI):
+class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
     """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
     come from the :class:`Views` and :class:`DriverAPI` mixins."""
 
@@ -99,6 +100,7 @@ class Controller(Views, DriverAPI, ServeAPI):
         self._apply_nodes(live_nodes(ray.nodes()), time.time(), announce=False)
         self._recover(time.time())
         self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._start_pipelines()  # pipeline runs continue from their recorded step states
 
     # ------------------------------------------------------------------ recovery
 

@@ -40,6 +40,9 @@ def _job_from(doc: Document) -> Job:
     if kind == "Platform":
         raise SpecError("this is a Platform file, not a job; pass it with --platform (or use load_platform)",
                         file=doc.file, path="kind")
+    if kind == "Pipeline":
+        raise SpecError("this is a Pipeline file, not a job; submit it with `cuberay pipeline submit` (or load it "
+                        "with load_pipeline)", file=doc.file, path="kind")
     if not isinstance(kind, str) or kind not in JOB_KINDS:
         close = difflib.get_close_matches(str(kind), JOB_KINDS, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"use one of {', '.join(JOB_KINDS)}"

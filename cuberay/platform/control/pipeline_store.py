@@ -1,0 +1,254 @@
+"""Pipelines, their runs and the runs' steps in the platform database.
+
+Three tables registered on the store's metadata, so ``Store`` creates them with
+the others (a new table needs no migration step). The unique (tenant, pipeline,
+tick) index is what makes a cron tick run at most once, across restarts. Like
+:class:`~cuberay.platform.control.store.Store`, every call is one short
+transaction and returns plain pydantic records.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import JSON, Double, Index, Integer, String, Text, UniqueConstraint, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, mapped_column
+
+from cuberay.errors import NotFoundError
+from cuberay.platform.control.store import Store, _Base
+from cuberay.platform.policy.pipelines import RunState, StepState
+
+_NAME, _ID = 253, 255
+
+
+class PipelineRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    tenant: str = Field(description="Tenant the pipeline runs in.")
+    name: str = Field(description="Pipeline name.")
+    user: str = Field(description="Who submitted the current definition.")
+    spec: dict[str, Any] = Field(description="The Pipeline spec (step files inlined).")
+    version: int = Field(description="1 + how many times the definition was replaced.")
+    submit_time: float = Field(description="When the current definition was submitted (epoch s).")
+    last_tick: float | None = Field(default=None, description="The latest cron tick recorded as a run (epoch s).")
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: str = Field(description="Run id: '<tenant>-<pipeline>-r<seq>'.")
+    tenant: str = Field(description="Tenant.")
+    pipeline: str = Field(description="Pipeline name.")
+    seq: int = Field(description="Run number of this pipeline.")
+    trigger: str = Field(description="schedule or manual.")
+    tick: float | None = Field(default=None, description="The cron tick (scheduled runs only; unique).")
+    execution_time: float = Field(description="The tick, or when a manual run was asked for (epoch s).")
+    user: str = Field(description="Who asked for it ('cuberay' for the schedule).")
+    spec: dict[str, Any] = Field(description="The pipeline definition this run runs (fixed at its creation).")
+    params: dict[str, Any] = Field(default_factory=dict, description="Parameter overrides of this run.")
+    state: RunState = Field(description="WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED or EXPIRED.")
+    workdir: str = Field(description="The run's working directory under the tenant's storage.")
+    create_time: float = Field(description="When the run was recorded (epoch s).")
+    start_time: float | None = Field(default=None, description="When its first step could start (epoch s).")
+    end_time: float | None = Field(default=None, description="When it ended (epoch s).")
+    message: str = Field(default="", description="Why it waits, or how it ended.")
+
+
+class StepRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    run_id: str = Field(description="The run.")
+    name: str = Field(description="Step name.")
+    state: StepState = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED, SKIPPED, CANCELLED, "
+                                         "UPSTREAM_FAILED.")
+    attempt: int = Field(default=0, description="Attempts started so far.")
+    job_id: str | None = Field(default=None, description="The current (or last) attempt's job id.")
+    job_ids: list[str] = Field(default_factory=list, description="Every attempt's job id, oldest first.")
+    start_time: float | None = Field(default=None, description="When the current attempt's job started running.")
+    end_time: float | None = Field(default=None, description="When the step ended (epoch s).")
+    message: str = Field(default="", description="Why it is in its state.")
+    outputs: dict[str, Any] = Field(default_factory=dict, description="Outputs it published (once SUCCEEDED).")
+    nodes: list[str] = Field(default_factory=list, description="Nodes the current attempt ran on.")
+
+
+class _PipelineRow(_Base):
+    __tablename__ = "pipelines"
+
+    tenant: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
+    name: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
+    user: Mapped[str] = mapped_column(String(_NAME))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    version: Mapped[int] = mapped_column(Integer)
+    submit_time: Mapped[float] = mapped_column(Double)
+    last_tick: Mapped[float | None] = mapped_column(Double)
+
+
+class _RunRow(_Base):
+    __tablename__ = "pipeline_runs"
+    __table_args__ = (UniqueConstraint("tenant", "pipeline", "tick", name="uq_pipeline_runs_tick"),
+                      Index("ix_pipeline_runs_pipeline", "tenant", "pipeline"))
+
+    id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(_NAME))
+    pipeline: Mapped[str] = mapped_column(String(_NAME))
+    seq: Mapped[int] = mapped_column(Integer)
+    trigger: Mapped[str] = mapped_column(String(16))
+    tick: Mapped[float | None] = mapped_column(Double)
+    execution_time: Mapped[float] = mapped_column(Double)
+    user: Mapped[str] = mapped_column(String(_NAME))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    workdir: Mapped[str] = mapped_column(Text)
+    create_time: Mapped[float] = mapped_column(Double)
+    start_time: Mapped[float | None] = mapped_column(Double)
+    end_time: Mapped[float | None] = mapped_column(Double)
+    message: Mapped[str] = mapped_column(Text)
+
+
+class _StepRow(_Base):
+    __tablename__ = "pipeline_steps"
+
+    run_id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
+    name: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[str | None] = mapped_column(String(_ID))
+    job_ids: Mapped[list[str]] = mapped_column(JSON)
+    start_time: Mapped[float | None] = mapped_column(Double)
+    end_time: Mapped[float | None] = mapped_column(Double)
+    message: Mapped[str] = mapped_column(Text)
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    nodes: Mapped[list[str]] = mapped_column(JSON)
+
+
+class DuplicateTickError(Exception):
+    """The tick already has a run (the unique index refused a second one)."""
+
+
+def _values(record: BaseModel) -> dict[str, Any]:
+    values = record.model_dump()
+    if "state" in values:
+        values["state"] = values["state"].value if hasattr(values["state"], "value") else values["state"]
+    return values
+
+
+class PipelineStore:
+    """Pipeline tables of one :class:`Store` (same database, same sessions)."""
+
+    def __init__(self, store: Store) -> None:
+        self._sessions = store._sessions  # one engine per database; the tables live on the store's metadata
+        _Base.metadata.create_all(store._engine, tables=[_PipelineRow.__table__, _RunRow.__table__,
+                                                         _StepRow.__table__])
+
+    # ------------------------------------------------------------ pipelines
+
+    def put_pipeline(self, tenant: str, name: str, user: str, spec: dict[str, Any], now: float) -> PipelineRecord:
+        """Store a definition (a new one, or a replacement that keeps the schedule's last tick)."""
+        with self._sessions.begin() as session:
+            row = session.get(_PipelineRow, (tenant, name))
+            if row is None:
+                row = _PipelineRow(tenant=tenant, name=name, user=user, spec=spec, version=1, submit_time=now,
+                                   last_tick=None)
+                session.add(row)
+            else:
+                row.user, row.spec, row.version, row.submit_time = user, spec, row.version + 1, now
+            session.flush()
+            return PipelineRecord.model_validate(row)
+
+    def get_pipeline(self, tenant: str, name: str) -> PipelineRecord:
+        with self._sessions() as session:
+            row = session.get(_PipelineRow, (tenant, name))
+            if row is None:
+                raise NotFoundError(f"tenant {tenant!r} has no pipeline {name!r}; submit it with "
+                                    f"`cuberay pipeline submit FILE` (`cuberay pipeline runs` lists runs)")
+            return PipelineRecord.model_validate(row)
+
+    def pipelines(self) -> list[PipelineRecord]:
+        with self._sessions() as session:
+            return [PipelineRecord.model_validate(r) for r in session.scalars(
+                select(_PipelineRow).order_by(_PipelineRow.tenant, _PipelineRow.name))]
+
+    def set_last_tick(self, tenant: str, name: str, tick: float) -> None:
+        with self._sessions.begin() as session:
+            row = session.get(_PipelineRow, (tenant, name))
+            if row is not None and (row.last_tick is None or tick > row.last_tick):
+                row.last_tick = tick
+
+    # ------------------------------------------------------------ runs
+
+    def next_run_seq(self, tenant: str, pipeline: str) -> int:
+        with self._sessions() as session:
+            top = session.scalar(select(func.max(_RunRow.seq)).where(_RunRow.tenant == tenant,
+                                                                     _RunRow.pipeline == pipeline))
+        return (top or 0) + 1
+
+    def add_run(self, run: RunRecord, step_names: Iterable[str]) -> RunRecord:
+        """Record a run and its PENDING steps in one transaction; DuplicateTickError if its tick has a run."""
+        try:
+            with self._sessions.begin() as session:
+                session.add(_RunRow(**_values(run)))
+                for name in step_names:
+                    session.add(_StepRow(**_values(StepRecord(run_id=run.id, name=name, state=StepState.PENDING))))
+        except IntegrityError:
+            raise DuplicateTickError(f"tick {run.tick} of {run.tenant}/{run.pipeline} already has a run") from None
+        return run
+
+    def update_run(self, run_id: str, **fields: Any) -> RunRecord:
+        with self._sessions.begin() as session:
+            row = session.get(_RunRow, run_id)
+            if row is None:
+                raise self._no_run(run_id)
+            updated = RunRecord.model_validate({**RunRecord.model_validate(row).model_dump(), **fields})
+            values = _values(updated)
+            for key in fields:
+                setattr(row, key, values[key])
+            return updated
+
+    def get_run(self, run_id: str) -> RunRecord:
+        with self._sessions() as session:
+            row = session.get(_RunRow, run_id)
+            if row is None:
+                raise self._no_run(run_id)
+            return RunRecord.model_validate(row)
+
+    def runs(self, tenant: str | None = None, pipeline: str | None = None,
+             states: Iterable[RunState] | None = None) -> list[RunRecord]:
+        query = select(_RunRow)
+        if tenant is not None:
+            query = query.where(_RunRow.tenant == tenant)
+        if pipeline is not None:
+            query = query.where(_RunRow.pipeline == pipeline)
+        if states is not None:
+            query = query.where(_RunRow.state.in_([RunState(s).value for s in states]))
+        with self._sessions() as session:
+            return [RunRecord.model_validate(r) for r in session.scalars(
+                query.order_by(_RunRow.execution_time, _RunRow.id))]
+
+    # ------------------------------------------------------------ steps
+
+    def steps(self, run_id: str) -> list[StepRecord]:
+        with self._sessions() as session:
+            return [StepRecord.model_validate(r) for r in session.scalars(
+                select(_StepRow).where(_StepRow.run_id == run_id))]
+
+    def update_step(self, run_id: str, name: str, **fields: Any) -> StepRecord:
+        with self._sessions.begin() as session:
+            row = session.get(_StepRow, (run_id, name))
+            if row is None:
+                raise NotFoundError(f"run {run_id!r} has no step {name!r}")
+            updated = StepRecord.model_validate({**StepRecord.model_validate(row).model_dump(), **fields})
+            values = _values(updated)
+            for key in fields:
+                setattr(row, key, values[key])
+            return updated
+
+    def _no_run(self, run_id: str) -> NotFoundError:
+        return NotFoundError(f"no pipeline run has the id {run_id!r}; list runs with `cuberay pipeline runs`")
+
+
+def now() -> float:
+    return time.time()
