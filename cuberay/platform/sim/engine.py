@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
 from cuberay.errors import SpecError
-from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, schedule
+from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, Resize, schedule
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, confine_to_pools, policy_named
@@ -304,10 +304,12 @@ class _Sim:
         for d in cycle.decisions:
             if isinstance(d, Preempt):
                 self._preempt(d.job_id)
-        for d in cycle.decisions:
+        for d in cycle.decisions:  # in order: a shrink comes before the admission it makes room for
             if isinstance(d, Admit):
                 self._start(d)
-        self.state.apply([d for d in cycle.decisions if not isinstance(d, (Admit, Preempt))], self.now)
+            elif isinstance(d, Resize):
+                self.state.resize(d.job_id, d.node_ids, self.now)
+        self.state.apply([d for d in cycle.decisions if not isinstance(d, (Admit, Preempt, Resize))], self.now)
 
     def _start(self, d: Admit) -> None:
         p = self.progress[d.job_id]
