@@ -221,3 +221,30 @@ def test_ledger_resize_keeps_staying_slots_and_is_all_or_nothing():
     ledger.resize("x", ["n1"])
     assert ledger.nodes["n0"].free[GPU] == 2 and ledger.nodes["n1"].free[GPU] == 1
     assert_consistent(ledger)
+
+
+# -- serving ----------------------------------------------------------------------------------
+
+def _service(id: str, tenant: str, *, workers: int, max_workers: int, t: float = 0.0):
+    return replace(job(id, tenant, gpus=None, cpus=1, workers=workers, max_workers=max_workers, t=t,
+                       placement="spread"), resizable=True, service=True)
+
+
+def test_serve_replicas_above_min_grow_while_idle_and_are_reclaimed_first():
+    # b's app holds its min of 2 replica slots (b's guarantee of 2 CPUs), borrows 4 more while a is idle,
+    # and gives back exactly what a's guaranteed jobs need; its min is never touched.
+    st = state(cluster(nodes=2, gpus=0, cpus=4), quota("a", guaranteed_cpus=6), quota("b", guaranteed_cpus=2))
+    submit(st, _service("app", "b", workers=2, max_workers=6))
+    cycle(st, 0)
+    assert workers(st, "app") == 6
+    submit(st, job("train", "a", gpus=None, cpus=1, workers=3, t=1, placement="spread"))
+    c = cycle(st, 1)
+    assert preempted(c) == {} and len(resized(c)["app"]) == 5 and "train" in admitted(c)  # 2 were free
+    assert c.resized[0].reason.startswith("reclaimed: tenant 'a'")
+    submit(st, job("more", "a", gpus=None, cpus=1, workers=3, t=2, placement="spread"))
+    c = cycle(st, 2)
+    assert workers(st, "app") == 2 and len(resized(c)["app"]) == 2  # down to its min, never below
+    st.finish("train")
+    st.finish("more")
+    assert len(resized(cycle(st, 3))["app"]) == 6  # idle again: grown back to its max
+    assert_consistent(st.ledger)
