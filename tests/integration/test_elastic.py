@@ -26,18 +26,18 @@ def _job(kind: str, tenant: str, **spec: Any) -> dict[str, Any]:
             "spec": {"resources": {"cpu": "1"}, "node_selector": ON_V100, **spec}}
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(720)
 def test_elastic_train_job_starts_with_min_and_grows_to_max(platform, ray_cluster, job_client) -> None:
     started = time.monotonic()
     filler = client.submit(_job("Task", "b", workers=2, command=f"{sys.executable} -c 'import time; time.sleep(600)'"))
-    wait_for(lambda: client.status(filler.id).state == JobState.RUNNING, 60, "the filler to run")
+    wait_for(lambda: client.status(filler.id).state == JobState.RUNNING, 120, "the filler to run")
     ref = client.submit(_job("TrainJob", "a", workers={"min": 2, "max": 4}, placement="spread",
                              entrypoint="cuberay.examples.elastic:train_func", config={"steps": 24, "step_s": 0.5}))
-    record = wait_for(lambda: (r := client.status(ref.id)).checkpoint_time and r, 120,
+    record = wait_for(lambda: (r := client.status(ref.id)).checkpoint_time and r, 300,
                       f"{ref.id} to checkpoint with its first workers")
     assert len(record.allocation or []) == 2  # only 2 of the node's 4 CPUs were free: it started with its min
     client.cancel(filler.id)
-    record = client.wait(ref.id, timeout=180)
+    record = client.wait(ref.id, timeout=300)
     logs = job_client.get_job_logs(record.submission_id)
     assert record.state == JobState.SUCCEEDED, (record.message, logs[-3000:])
     final = json.loads(FINAL.findall(logs)[-1])
