@@ -26,6 +26,7 @@ def _job(kind: str, tenant: str, **spec: Any) -> dict[str, Any]:
             "spec": {"resources": {"cpu": "1"}, "node_selector": ON_V100, **spec}}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(720)
 def test_elastic_train_job_starts_with_min_and_grows_to_max(platform, ray_cluster, job_client) -> None:
     started = time.monotonic()
