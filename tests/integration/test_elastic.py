@@ -33,7 +33,7 @@ def test_elastic_train_job_starts_with_min_and_grows_to_max(platform, ray_cluste
     filler = client.submit(_job("Task", "b", workers=2, command=f"{sys.executable} -c 'import time; time.sleep(600)'"))
     wait_for(lambda: client.status(filler.id).state == JobState.RUNNING, 120, "the filler to run")
     ref = client.submit(_job("TrainJob", "a", workers={"min": 2, "max": 4}, placement="spread",
-                             entrypoint="cuberay.examples.elastic:train_func", config={"steps": 24, "step_s": 0.5}))
+                             entrypoint="cuberay.examples.elastic:train_func", config={"steps": 40, "step_s": 0.5}))
     record = wait_for(lambda: (r := client.status(ref.id)).checkpoint_time and r, 300,
                       f"{ref.id} to checkpoint with its first workers")
     assert len(record.allocation or []) == 2  # only 2 of the node's 4 CPUs were free: it started with its min
