@@ -35,7 +35,7 @@ test: venv
 	@failed=""; \
 	for tier in $(TIERS); do \
 	  echo "== $$tier tier =="; \
-	  $(PYTEST) tests/$$tier || failed="$$failed $$tier"; \
+	  $(PYTEST) tests/$$tier --durations=20 || failed="$$failed $$tier"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "FAILED tiers:$$failed"; exit 1; fi
 

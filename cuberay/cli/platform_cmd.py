@@ -100,10 +100,11 @@ def demo(
     timeout: float = typer.Option(600.0, "--timeout", help="Cancel what is left (and shut down) after this "
                                                             "many seconds."),
 ) -> None:
-    """Start a local platform, run four example jobs while showing the queue, print results, shut down.
+    """Start a local platform, run four example jobs while showing the queue, serve the trained model, shut down.
 
     Submits a 2-worker DDP TrainJob (an MLP on sklearn's digits), a command-mode
-    Task, and a job that must wait for its tenant's quota. Runs in a scratch
+    Task, a job that must wait for its tenant's quota and a short NNI search;
+    then serves the trained model on Ray Serve and queries it. Runs in a scratch
     directory: a platform started with `cuberay up` is left alone. Exit 1 if a
     job did not succeed.
     """
@@ -124,6 +125,10 @@ def demo(
          title="cuberay demo: results")
     if result.accuracy is not None:
         print(f"digits DDP test accuracy: {result.accuracy:.3f}")
+    if result.served is not None:
+        s = result.served
+        print(f"served as {s.app} at {s.url}: {s.rows} held-out digits in one request, {s.latency_ms:.0f} ms, "
+              f"accuracy {s.accuracy:.3f} (the app is deleted again)")
     print(f"Ray dashboard (while the demo ran): {result.dashboard_url}")
     if result.metrics_seen:
         print(f"cuberay metrics on Ray's Prometheus endpoint: {', '.join(result.metrics_seen)}")
@@ -133,8 +138,10 @@ def demo(
                              f"shows why (run again with CUBERAY_DEBUG=1 for details)")
 
 
-def _demo_view(snapshot: Snapshot) -> Group:
+def _demo_view(snapshot: Snapshot) -> Group | Text:
     """The live queue table, then the demo jobs that already ended."""
+    if snapshot.note:
+        return Text(snapshot.note)
     title = f"cuberay queue  ({views.span(snapshot.elapsed_s)})"
     parts = [views.table(views.queue_rows(snapshot.queue), views.QUEUE_COLUMNS, title=title)]
     done = [f"{r.id} {r.state.value}" for r in snapshot.records if r.state.is_terminal]
@@ -150,6 +157,9 @@ def _demo_lines(err: Console) -> Callable[[Snapshot], None]:
     last: dict[str, str] = {}
 
     def tick(snapshot: Snapshot) -> None:
+        if snapshot.note:
+            err.print(f"{views.span(snapshot.elapsed_s):>4} {snapshot.note}", highlight=False)
+            return
         entries = {e.job_id: e for e in snapshot.queue}
         for record in snapshot.records:
             line = waiting_line(record, entries.get(record.id))

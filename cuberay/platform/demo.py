@@ -9,7 +9,10 @@ It starts a local Ray head with the controller (``client.up``), submits
 * ``tune-branin.yaml``: a short NNI-TPE search (TuneJob, tenant nlp, a quarter CPU),
 
 reports a :class:`Snapshot` about once a second until every job is terminal,
-and always shuts the platform down. Presentation is the caller's (the CLI
+then serves the model the DDP job trained (``demo-serve.yaml``: a ServeApp whose
+version is ``{job: digits-ddp}``, the tenant's latest successful run), queries it
+over HTTP with held-out digits, deletes the app, and always shuts the platform
+down. Presentation is the caller's (the CLI
 draws the snapshots); this module only runs the scenario.
 
 The demo is self-contained: it runs in a scratch directory (its own
@@ -31,6 +34,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import tempfile
 import time
 import urllib.request
@@ -40,6 +44,7 @@ from typing import Callable, Iterator
 
 import yaml
 
+from cuberay.errors import CuberayError
 from cuberay.platform import client
 from cuberay.platform.control.records import JobRef, QueueEntry
 from cuberay.platform.control.store import JobRecord
@@ -51,6 +56,8 @@ _CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CONFIGS = _CHECKOUT_CONFIGS if _CHECKOUT_CONFIGS.is_dir() else Path("configs")
 DEMO_JOBS = ("jobs/train-ddp.yaml", "jobs/task.yaml", "jobs/demo-wait.yaml", "jobs/tune-branin.yaml")
 DDP_JOB = "jobs/train-ddp.yaml"
+SERVE_APP = "jobs/demo-serve.yaml"
+QUERY_ROWS = 200  # the last digits of sklearn's set, sent to the served model in one request
 # Ray reads a starting node's resources from this variable (what its autoscaler uses for fake nodes).
 RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"
 HOME_ENV = "CUBERAY_HOME"
@@ -69,6 +76,18 @@ class Snapshot:
     records: list[JobRecord]
     queue: list[QueueEntry]
     elapsed_s: float
+    note: str = ""  # what the demo does now, when it is not following jobs
+
+
+@dataclass(frozen=True)
+class Served:
+    """The trained model as a service: where it answered, how well, how fast."""
+
+    app: str
+    url: str
+    accuracy: float
+    rows: int
+    latency_ms: float
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,7 @@ class DemoResult:
     metrics_seen: list[str] = field(default_factory=list)  # cuberay series on Ray's Prometheus endpoint
     waited: dict[str, str] = field(default_factory=dict)   # job id -> a reason it was seen waiting for
     wall_s: float = 0.0
+    served: Served | None = None  # the trained model, served and queried (None: the DDP job did not succeed)
 
     @property
     def failed(self) -> list[str]:
@@ -102,10 +122,61 @@ def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], 
             ddp = records[jobs.index(DDP_JOB)] if DDP_JOB in jobs else None
             accuracy = final_accuracy(ddp) if ddp is not None else None
             metrics = metrics_seen()
+            served = None
+            if ddp is not None and ddp.state == JobState.SUCCEEDED:
+                on_tick(Snapshot(records=records, queue=[], elapsed_s=time.monotonic() - started,
+                                 note="serving the trained model ..."))
+                user = submitter(plat, load_spec(CONFIGS / SERVE_APP).tenant or plat.tenants[0].name)
+                served = serve_and_query(user, max(60.0, timeout_s - (time.monotonic() - started)))
         finally:
             client.down()
     return DemoResult(dashboard_url=url, records=records, accuracy=accuracy, metrics_seen=metrics,
-                      waited=waited, wall_s=time.monotonic() - started)
+                      waited=waited, wall_s=time.monotonic() - started, served=served)
+
+
+def serve_and_query(user: str, timeout_s: float = 300.0, app_file: str = SERVE_APP,
+                    tenant: str | None = None) -> Served:
+    """Deploy ``app_file`` (the trained digits model), ask it about held-out digits, delete it."""
+    from ray import serve
+    from sklearn.datasets import load_digits
+
+    from cuberay.serve import deploy, ops
+
+    # A free port, not Serve's 8000, which another service on the machine may hold; a Serve already
+    # running keeps its own port.
+    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": free_port()})
+    port = deploy.details()["http_options"]["port"]
+    app = load_spec(CONFIGS / app_file)
+    tenant = tenant or app.tenant
+    record = ops.deploy_app(app, tenant, wait_s=timeout_s, user=user)
+    if record.state != JobState.RUNNING:
+        raise CuberayError(f"the demo's serving app {record.id} did not start within {timeout_s:.0f} s "
+                           f"({record.state.value}: {record.reason})")
+    try:
+        digits = load_digits()
+        rows = (digits.data[-QUERY_ROWS:] / 16.0).tolist()  # scaled as configs/jobs/train-ddp.yaml trains
+        url = f"http://127.0.0.1:{port}{app.spec.route_prefix}"
+        sent = time.monotonic()
+        answer = _post_json(url, {"inputs": rows})
+        latency_ms = (time.monotonic() - sent) * 1000
+        predictions = answer["predictions"]
+        right = sum(int(p == t) for p, t in zip(predictions, digits.target[-QUERY_ROWS:]))
+        return Served(app=record.id, url=url, accuracy=right / len(rows), rows=len(rows), latency_ms=latency_ms)
+    finally:
+        ops.delete(app.name, tenant)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post_json(url: str, body: dict, timeout_s: float = 60.0) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - our own local service
+        return json.loads(response.read())
 
 
 def head_cpus(plat: Platform) -> int:

@@ -27,7 +27,17 @@ def dashboard_url() -> str:
     """The connected cluster's dashboard address (the Serve REST API lives there)."""
     import ray
 
-    url = ray._private.worker.get_dashboard_url()
+    from cuberay.platform.control import head
+
+    # A driver that joined before the dashboard published its address sees none; the head
+    # `cuberay up` started records it, and `ray job submit` users have it in RAY_ADDRESS.
+    submit_address = os.environ.get("RAY_ADDRESS", "")
+    state = head.read_state() or {}
+    url = (ray._private.worker.get_dashboard_url() or state.get("dashboard_url")
+           or (submit_address if submit_address.startswith("http") else None))
+    if not url:
+        raise CuberayError("cannot find the Ray dashboard, where Serve's REST API lives; set RAY_ADDRESS to its "
+                           "URL (e.g. http://127.0.0.1:8265)")
     return url if "://" in url else f"http://{url}"
 
 

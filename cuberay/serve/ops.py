@@ -50,16 +50,14 @@ def _app(record: Any) -> ServeApp:
     return load_spec(record.spec)  # type: ignore[return-value]
 
 
-def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 300.0) -> Any:
+def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 300.0,
+               user: str | None = None) -> Any:
     """Check, submit and wait until Serve runs the app; the job record."""
     app = _load(spec_or_path)
-    user = client.current_user()
+    user = user or client.current_user()
     if tenant or app.tenant is None:
         app = app.with_tenant(tenant or _only_tenant(user))  # type: ignore[assignment]
-    for other in client.list_jobs(app.tenant, _ACTIVE):
-        if other.kind == "ServeApp" and other.name == app.name:
-            raise AdmissionError(f"app {app.name!r} is already deployed as {other.id}; change traffic with "
-                                 f"`cuberay serve rollout`, or `cuberay serve delete {app.name}` first")
+    _check_not_taken(app)
     entry_for(app, [], client._call)  # checkpoints, routes, engines: fail here, not in the driver
     ref = client.submit(app, app.tenant, user=user)
     deadline = time.monotonic() + wait_s
@@ -73,6 +71,20 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
         if time.monotonic() > deadline:
             return record  # queued or starting: `cuberay serve status` follows it
         time.sleep(1.0)
+
+
+def _check_not_taken(app: ServeApp) -> None:
+    """Refuse a name the tenant already serves, or a route another active app (queued too) holds."""
+    for other in client.list_jobs(None, _ACTIVE):
+        if other.kind != "ServeApp":
+            continue
+        if other.tenant == app.tenant and other.name == app.name:
+            raise AdmissionError(f"app {app.name!r} is already deployed as {other.id}; change traffic with "
+                                 f"`cuberay serve rollout`, or `cuberay serve delete {app.name}` first")
+        route = (other.spec.get("spec") or {}).get("route_prefix")
+        if route == app.spec.route_prefix:
+            raise SpecError(f"route_prefix {route!r} is already taken by app {other.name!r} ({other.id}, "
+                            f"{other.state.value}); choose another route_prefix", path="spec.route_prefix")
 
 
 def _only_tenant(user: str) -> str:

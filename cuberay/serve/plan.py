@@ -150,13 +150,19 @@ def _granted(app: ServeApp, node_ids: list[str], grown: bool | None) -> int:
     return app.spec.max_workers if grown else app.spec.min_workers
 
 
-def traffic(app: ServeApp, weights: dict[str, float] | None = None) -> dict[str, Any]:
-    """The ingress user_config: weights, mirror, rate limit, sticky header."""
+def traffic(app: ServeApp, weights: dict[str, float] | None = None, ingress_replicas: int = 1) -> dict[str, Any]:
+    """The ingress user_config: weights, mirror, rate limit, sticky header.
+
+    Each ingress replica keeps its own token bucket and Serve spreads requests
+    evenly over the replicas, so each gets its share of the app's limit.
+    """
     spec = app.spec
     limit = spec.rate_limit
+    share = max(1, ingress_replicas)
     return {"weights": dict(weights or spec.weights()),
             "mirror": spec.mirror.model_dump() if spec.mirror else None,
-            "rate_limit": ({"requests_per_s": limit.requests_per_s, "burst": limit.burst or limit.requests_per_s}
+            "rate_limit": ({"requests_per_s": limit.requests_per_s / share,
+                            "burst": max(1.0, (limit.burst or limit.requests_per_s) / share)}
                            if limit else None),
             "sticky_header": spec.sticky_header}
 
@@ -177,14 +183,18 @@ def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str
             import_path=version.model if isinstance(version.model, str) else None,
             replicas=_replicas(version, caps[version.name]), ray_actor_options=options))
     multiplex = can_multiplex(tuple(versions))
+    ingress_replicas = 1  # the router
     if multiplex:  # one deployment holds every version: it gets all the replicas admission held
-        total = _autoscaling(app.spec.min_workers, min(max(granted, app.spec.min_workers), app.spec.max_workers))
-        versions = [replace(v, replicas=total) for v in versions]
+        # Fixed at the slots held (the rate limit is shared out over these ingress replicas); a resize
+        # changes the count and the shares together.
+        ingress_replicas = min(max(granted, app.spec.min_workers), app.spec.max_workers)
+        versions = [replace(v, replicas={"num_replicas": ingress_replicas}) for v in versions]
     router = {"num_cpus": 0}  # the router only forwards; it runs on the app's nodes without holding quota
     if node_ids:
         router["label_selector"] = node_selector(node_ids)
     return AppPlan(name=app.serve_name, route_prefix=app.spec.route_prefix, versions=tuple(versions),
-                   traffic=traffic(app), router_actor_options=router, multiplex=multiplex)
+                   traffic=traffic(app, ingress_replicas=ingress_replicas), router_actor_options=router,
+                   multiplex=multiplex)
 
 
 def llm_app(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:

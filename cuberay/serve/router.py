@@ -4,7 +4,7 @@ Ray Serve splits traffic only among replicas of one deployment, so the split
 between versions, the mirror and the rate limit live here. The traffic config
 arrives as ``user_config``: changing weights through the declarative Serve
 config calls ``reconfigure`` in the running replicas (no restart), which is how
-rollouts move traffic. The rate limit is per router replica.
+rollouts move traffic. Each ingress replica enforces its share of the app's rate limit (plan.traffic).
 """
 
 from __future__ import annotations

@@ -40,15 +40,16 @@ def entry_for(app: ServeApp, node_ids: list[str], call: Call, weights: dict[str,
 
 
 def resized_entry(app: ServeApp, node_ids: list[str], deployed: dict[str, Any]) -> dict[str, Any]:
-    """The running app's entry on a new allocation: the same models and traffic (weights, mirror, limit)
-    as deployed, replicas re-pinned to ``node_ids`` and allowed up to what they grant."""
+    """The running app's entry on a new allocation: the same models and weights as deployed (a rollout may
+    have moved them), replicas re-pinned to ``node_ids`` and allowed up to what they grant (the rate limit's
+    per-replica shares follow the new replica count)."""
     if "vllm" in app.spec.engines:
         return plan.llm_app(app, node_ids)
     running = AppPlan.from_args(deployed["args"]["plan"])
     found = {v.name: {"checkpoint": v.checkpoint, "factory": v.factory, "config": v.config}
              for v in running.versions if v.engine == "torch"}
     entry = app_config(plan.app_plan(app, found, node_ids))
-    entry["deployments"][0]["user_config"] = traffic_of(deployed)
+    entry["deployments"][0]["user_config"]["weights"] = traffic_of(deployed)["weights"]
     return entry
 
 

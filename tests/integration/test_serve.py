@@ -21,7 +21,7 @@ import requests
 import torch
 
 from cuberay.errors import NotFoundError, SpecError
-from cuberay.platform import client
+from cuberay.platform import client, demo
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 from cuberay.serve import deploy, ops
@@ -189,7 +189,7 @@ def test_rollout_to_a_broken_version_rolls_back_by_itself_and_history_shows_it(s
 
 def test_bad_input_is_refused_before_anything_is_submitted(served) -> None:
     before = {r.id for r in client.list_jobs()}
-    with pytest.raises(SpecError, match="already served by app 'a-digits-serve'"):
+    with pytest.raises(SpecError, match="route_prefix '/digits' is already taken by app 'digits-serve'"):
         ops.deploy_app(_example_app("other"))
     with pytest.raises(NotFoundError, match="no SUCCEEDED run"):
         ops.deploy_app(_example_app("ghost", "/ghost", train="never-trained"))
@@ -216,6 +216,34 @@ def test_the_custom_code_example_serves_its_two_versions(served) -> None:
     assert deploy.app_status("a-echo-serve") is None
 
 
+def test_the_demo_serves_the_model_it_trained_and_queries_it(served) -> None:
+    """`cuberay demo`'s last step: configs/jobs/demo-serve.yaml serves digits-ddp's latest run by name."""
+    result = demo.serve_and_query("tester", timeout_s=300, tenant="a")
+    assert result.url == f"http://127.0.0.1:{served['port']}/digits-demo"  # the Serve already running
+    assert result.rows == demo.QUERY_ROWS
+    assert result.accuracy > 0.8, result  # the example trains to ~0.93 test accuracy
+    assert deploy.app_status("a-digits-demo") is None  # deleted again
+    assert not [r for r in client.list_jobs("a", [JobState.RUNNING]) if r.name == "digits-demo"]
+
+
+def test_a_route_held_by_a_queued_app_is_refused(served) -> None:
+    """The route check sees every active app, also one still waiting in the queue (not yet on Serve)."""
+    waiting = load_spec(EXAMPLES / "demo-serve.yaml").with_tenant("a").model_dump(mode="json")
+    waiting["metadata"]["name"] = "waits-for-memory"
+    waiting["spec"]["route_prefix"] = "/waiting"
+    waiting["spec"]["resources"]["memory"] = "15.75Gi"  # max 16Gi; the running app holds >= 512Mi
+    ref = client.submit(load_spec(waiting), "a")
+    try:
+        wait_for(lambda: client.status(ref.id).state == JobState.QUEUED and client.status(ref.id).reason, 30,
+                 "the big app to wait for tenant a's memory")
+        clash = _example_app(name="other-digits", route="/waiting")
+        with pytest.raises(SpecError, match=f"route_prefix '/waiting' is already taken by app "
+                                            f"'waits-for-memory' \\({ref.id}, QUEUED\\)"):
+            ops.deploy_app(clash, wait_s=0)
+    finally:
+        client.cancel(ref.id)
+
+
 def test_delete_takes_the_app_off_serve_and_frees_its_quota(served) -> None:
     # Last in the module: it ends the shared app.
     record = ops.delete("digits-serve", "a")
@@ -223,3 +251,4 @@ def test_delete_takes_the_app_off_serve_and_frees_its_quota(served) -> None:
     assert deploy.app_status(served["serve_name"]) is None
     wait_for(lambda: record.id not in client._call("running"), 30, "the allocation to be released")
     assert ops.history("digits-serve", "a")[-1].action == "delete"
+

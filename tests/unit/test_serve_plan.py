@@ -71,8 +71,10 @@ def test_plan_pins_replicas_to_allocated_nodes_and_autoscales_only_when_granted(
     assert grown.versions[1].replicas["autoscaling_config"]["max_replicas"] == 2
     assert not grown.multiplex  # v2 autoscales, v1 not: separate deployments behind the router
     assert at_min.router_actor_options["num_cpus"] == 0
-    assert at_min.traffic == {"weights": {"v1": 90.0, "v2": 10.0}, "mirror": {"version": "v2", "percent": 10.0},
-                              "rate_limit": {"requests_per_s": 200.0, "burst": 400}, "sticky_header": None}
+    assert grown.traffic == {"weights": {"v1": 90.0, "v2": 10.0}, "mirror": {"version": "v2", "percent": 10.0},
+                             "rate_limit": {"requests_per_s": 200.0, "burst": 400}, "sticky_header": None}
+    # Two multiplexed ingress replicas each keep a bucket: each gets half the app's limit.
+    assert at_min.traffic["rate_limit"] == {"requests_per_s": 100.0, "burst": 200}
 
 
 def test_checkpoints_of_one_class_with_equal_replicas_share_one_multiplexed_deployment() -> None:

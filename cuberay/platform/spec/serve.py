@@ -150,7 +150,7 @@ class Rollout(SpecModel):
 
 
 class RateLimit(SpecModel):
-    """A token bucket in front of the app (per router replica); excess requests get 429 with Retry-After."""
+    """A token bucket for the whole app, shared out over its ingress replicas; excess requests get 429 with Retry-After."""
 
     requests_per_s: float = Field(gt=0, description="Sustained requests per second.")
     burst: int | None = Field(None, ge=1, description="Requests allowed at once; null = requests_per_s.")
