@@ -104,16 +104,27 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
     from cuberay.train.torch_launcher import run_train_function
 
     request = job.worker_request()
-    result = run_train_function(
-        job.spec.entrypoint, config=dict(job.spec.config), node_ids=list(ctx["node_ids"]),
-        resources_per_worker=request.to_ray(), use_gpu=request.resources.get("GPU", 0.0) > 0,
-        storage_path=ctx["storage_path"], name=ctx["record"].id,
-        # Ray Train owns max_failures in function mode: it restarts the worker group on the same nodes from
-        # the last checkpoint; the controller does not retry on top (docs/architecture.md, Recovery).
-        max_failures=job.spec.max_failures,
-        deepspeed_config=job.spec.deepspeed_config(),
-        callbacks=[CheckpointReporter(ctx["record"].id, int(ctx["attempt"]))],
-        env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=ctx["record"].id)
+    job_id, attempt = ctx["record"].id, int(ctx["attempt"])
+
+    def run_once(node_ids: list[str]) -> dict:
+        return run_train_function(
+            job.spec.entrypoint, config=dict(job.spec.config), node_ids=node_ids,
+            resources_per_worker=request.to_ray(), use_gpu=request.resources.get("GPU", 0.0) > 0,
+            storage_path=ctx["storage_path"], name=job_id,
+            # Ray Train owns max_failures in function mode: it restarts the worker group on the same nodes
+            # from the last checkpoint; the controller does not retry on top (docs/architecture.md, Recovery).
+            max_failures=job.spec.max_failures,
+            deepspeed_config=job.spec.deepspeed_config(),
+            callbacks=[CheckpointReporter(job_id, attempt)],
+            env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=job_id)
+
+    if job.min_workers == job.max_workers:
+        result = run_once(list(ctx["node_ids"]))
+    else:  # elastic: admission may grow or shrink it while it runs (cuberay/train/elastic.py)
+        from cuberay.train.elastic import run_elastic
+
+        result = run_elastic(run_once, job_id=job_id, attempt=attempt, node_ids=list(ctx["node_ids"]),
+                             call=client._call, say=say)
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
     return EXIT_OK

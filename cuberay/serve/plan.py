@@ -117,11 +117,37 @@ def actor_options(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:
     return options
 
 
-def _replicas(version: ServeVersion, grown: bool) -> dict[str, Any]:
-    if grown and version.max_replicas > version.min_replicas:
-        return {"autoscaling_config": {"min_replicas": version.min_replicas, "max_replicas": version.max_replicas,
+def replica_caps(app: ServeApp, granted: int) -> dict[str, int]:
+    """The most replicas each version may run when admission holds ``granted`` replica slots for the app.
+
+    Every version gets its ``min``; the slots above the app's min (lent, reclaimable) go to the versions
+    that can grow, the most-weighted first, up to each one's ``max``.
+    """
+    spare = max(0, granted - app.spec.min_workers)
+    caps = {v.name: v.min_replicas for v in app.spec.versions}
+    for version in sorted(app.spec.versions, key=lambda v: -v.weight):
+        extra = min(spare, version.max_replicas - version.min_replicas)
+        caps[version.name] += extra
+        spare -= extra
+    return caps
+
+
+def _autoscaling(low: int, high: int) -> dict[str, Any]:
+    if high > low:
+        return {"autoscaling_config": {"min_replicas": low, "max_replicas": high,
                                        "target_ongoing_requests": TARGET_ONGOING_REQUESTS}}
-    return {"num_replicas": version.min_replicas}
+    return {"num_replicas": low}
+
+
+def _replicas(version: ServeVersion, cap: int) -> dict[str, Any]:
+    """Serve's replica settings: fixed at ``min``, or autoscaling from ``min`` up to what admission granted."""
+    return _autoscaling(version.min_replicas, cap)
+
+
+def _granted(app: ServeApp, node_ids: list[str], grown: bool | None) -> int:
+    if grown is None:
+        return len(node_ids)
+    return app.spec.max_workers if grown else app.spec.min_workers
 
 
 def traffic(app: ServeApp, weights: dict[str, float] | None = None, ingress_replicas: int = 1) -> dict[str, Any]:
@@ -143,9 +169,10 @@ def traffic(app: ServeApp, weights: dict[str, float] | None = None, ingress_repl
 
 def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str],
              grown: bool | None = None) -> AppPlan:
-    """The plan of a torch/custom app. Replicas autoscale up to max only where admission granted max
-    (``grown``: default, whether ``node_ids`` has a node per max replica)."""
-    grown = len(node_ids) >= app.spec.max_workers if grown is None else grown
+    """The plan of a torch/custom app. Replicas autoscale above their min only into the slots admission
+    granted: one per entry of ``node_ids`` (``grown`` True: the max, False: the min, as without a platform)."""
+    granted = _granted(app, node_ids, grown)
+    caps = replica_caps(app, granted)
     options = actor_options(app, node_ids)
     versions = []
     for version in app.spec.versions:
@@ -154,11 +181,13 @@ def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str
             name=version.name, engine=version.resolved_engine, checkpoint=source.get("checkpoint"),
             factory=source.get("factory"), config=source.get("config") or {},
             import_path=version.model if isinstance(version.model, str) else None,
-            replicas=_replicas(version, grown), ray_actor_options=options))
+            replicas=_replicas(version, caps[version.name]), ray_actor_options=options))
     multiplex = can_multiplex(tuple(versions))
     ingress_replicas = 1  # the router
     if multiplex:  # one deployment holds every version: it gets all the replicas admission held
-        ingress_replicas = app.spec.min_workers
+        # Fixed at the slots held (the rate limit is shared out over these ingress replicas); a resize
+        # changes the count and the shares together.
+        ingress_replicas = min(max(granted, app.spec.min_workers), app.spec.max_workers)
         versions = [replace(v, replicas={"num_replicas": ingress_replicas}) for v in versions]
     router = {"num_cpus": 0}  # the router only forwards; it runs on the app's nodes without holding quota
     if node_ids:
@@ -171,6 +200,7 @@ def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str
 def llm_app(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:
     """The declarative entry of a vLLM app (one LLMConfig per version, served by model name)."""
     options = actor_options(app, node_ids)
+    caps = replica_caps(app, _granted(app, node_ids, None))
     configs = []
     for version in app.spec.versions:
         settings = version.llm or LLMSettings()
@@ -178,6 +208,6 @@ def llm_app(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:
         configs.append(llm.llm_config_kwargs(
             version.name, version.model.source, tensor_parallel=settings.tensor_parallel,
             pipeline_parallel=settings.pipeline_parallel, max_model_len=settings.max_model_len,
-            accelerator=settings.accelerator, replicas=_replicas(version, len(node_ids) >= app.spec.max_workers),
+            accelerator=settings.accelerator, replicas=_replicas(version, caps[version.name]),
             ray_actor_options=options, engine_kwargs=settings.engine_kwargs))
     return llm.app_config(app.serve_name, app.spec.route_prefix, configs)

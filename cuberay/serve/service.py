@@ -11,11 +11,12 @@ import signal
 import time
 from typing import Any, Callable
 
+from cuberay.errors import CuberayError
 from cuberay.platform.spec.serve import ModelRef, ServeApp
 from cuberay.serve import deploy, plan
-from cuberay.serve.config import app_config
+from cuberay.serve.config import AppPlan, app_config, traffic_of
 
-ALIVE_POLL_S = 5.0
+ALIVE_POLL_S = 2.0  # also how soon a resize reaches Serve
 Call = Callable[..., Any]
 
 
@@ -36,6 +37,37 @@ def entry_for(app: ServeApp, node_ids: list[str], call: Call, weights: dict[str,
     if weights:
         entry["deployments"][0]["user_config"]["weights"] = dict(weights)
     return entry
+
+
+def resized_entry(app: ServeApp, node_ids: list[str], deployed: dict[str, Any]) -> dict[str, Any]:
+    """The running app's entry on a new allocation: the same models and weights as deployed (a rollout may
+    have moved them), replicas re-pinned to ``node_ids`` and allowed up to what they grant (the rate limit's
+    per-replica shares follow the new replica count)."""
+    if "vllm" in app.spec.engines:
+        return plan.llm_app(app, node_ids)
+    running = AppPlan.from_args(deployed["args"]["plan"])
+    found = {v.name: {"checkpoint": v.checkpoint, "factory": v.factory, "config": v.config}
+             for v in running.versions if v.engine == "torch"}
+    entry = app_config(plan.app_plan(app, found, node_ids))
+    entry["deployments"][0]["user_config"]["weights"] = traffic_of(deployed)["weights"]
+    return entry
+
+
+def follow_allocation(app: ServeApp, ctx: dict[str, Any], nodes: list[str], call: Call,
+                      say: Callable[[str], None]) -> list[str]:
+    """Apply a resize admission made (more or fewer replica slots): the app changes in place on Serve."""
+    record = ctx["record"]
+    info = call("allocation", record.id, ctx["attempt"])
+    if not info["current"] or sorted(info["node_ids"]) == sorted(nodes):
+        return nodes
+    new = list(info["node_ids"])
+    deploy.apply(resized_entry(app, new, deploy.deployed_config(app.serve_name)))
+    caps = plan.replica_caps(app, len(new))
+    note = (f"{len(new)} replica slot(s) (was {len(nodes)}) on {len(set(new))} node(s); replicas up to "
+            + ", ".join(f"{name} {cap}" for name, cap in caps.items()))
+    say(f"resized {app.serve_name}: {note}")
+    call("resized", record.id, ctx["attempt"], len(new), note)
+    return new
 
 
 def last_weights(call: Call, job_id: str) -> dict[str, float] | None:
@@ -65,8 +97,13 @@ def run_service(app: ServeApp, ctx: dict[str, Any], call: Call, say: Callable[[s
             call("serve_change", record.id, record.user, "deploy", weights,
                  f"attempt {ctx['attempt']} on {len(set(ctx['node_ids']))} node(s)")
         say(f"serving {app.serve_name} at {app.spec.route_prefix} with weights {weights}")
+        nodes = list(ctx["node_ids"])
         while True:
             time.sleep(ALIVE_POLL_S)
+            try:
+                nodes = follow_allocation(app, ctx, nodes, call, say)
+            except CuberayError as err:  # the controller or Serve is busy: the next poll tries again
+                say(f"could not follow the allocation yet: {err}")
     except _Stopped:
         pass
     finally:

@@ -62,7 +62,8 @@ def test_every_config_validates_with_its_import_paths(capsys: pytest.CaptureFixt
                                             "Pipeline"}
     # Each job's code is really there: the import check above ran on these paths.
     paths = {target for f in files for _field, target in import_paths(yaml.safe_load(Path(f).read_text()))}
-    assert paths == {"cuberay.examples.digits:train_func", "cuberay.examples.echo_serve:Echo",
+    assert paths == {"cuberay.examples.digits:train_func", "cuberay.examples.elastic:train_func",
+                     "cuberay.examples.echo_serve:Echo",
                      "cuberay.examples.branin:trial", "../tune/trial.py:main"}  # the raw file's code_dir
 
 

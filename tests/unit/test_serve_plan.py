@@ -92,3 +92,34 @@ def test_a_route_served_by_another_app_is_refused() -> None:
     plan.check_route(app, [{"name": "vision-digits-serve", "route_prefix": "/digits"}])  # itself: fine
     with pytest.raises(SpecError, match="already served by app 'nlp-web'"):
         plan.check_route(app, [{"name": "nlp-web", "route_prefix": "/digits"}])
+
+
+def test_replicas_follow_the_slots_admission_grants() -> None:
+    data = load_spec(EXAMPLE).model_dump(mode="json")
+    data["spec"]["versions"][0]["replicas"] = {"min": 1, "max": 3}  # v1 (90 %) and v2 (10 %) both elastic
+    app = load_spec(data)
+    assert plan.replica_caps(app, 2) == {"v1": 1, "v2": 1}  # the min: nothing lent
+    assert plan.replica_caps(app, 4) == {"v1": 3, "v2": 1}  # extras to the most-weighted version first
+    assert plan.replica_caps(app, 5) == {"v1": 3, "v2": 2}
+    assert plan.replica_caps(app, 9) == {"v1": 3, "v2": 2}  # never above a version's max
+    found = {"v1": {"checkpoint": "/a", "factory": "m:f"}, "v2": {"checkpoint": "/b", "factory": "m:f"}}
+    grown = plan.app_plan(app, found, ["n1", "n1", "n2", "n2"])
+    v1, v2 = grown.versions
+    assert v1.replicas["autoscaling_config"]["max_replicas"] == 3 and v2.replicas == {"num_replicas": 1}
+    shrunk = plan.app_plan(app, found, ["n1", "n2"])  # reclaimed down to the min
+    assert shrunk.multiplex and shrunk.versions[0].replicas == {"num_replicas": 2}
+
+
+def test_a_resized_app_keeps_its_models_and_traffic_and_moves_its_replicas() -> None:
+    from cuberay.serve.config import app_config, with_traffic
+    from cuberay.serve.service import resized_entry
+
+    app = load_spec(EXAMPLE)
+    found = {"v1": {"checkpoint": "/runs/1", "factory": "m:f"}, "v2": {"checkpoint": "/runs/2", "factory": "m:f"}}
+    deployed = with_traffic(app_config(plan.app_plan(app, found, ["n1", "n2"])), weights={"v1": 50.0, "v2": 50.0})
+    entry = resized_entry(app, ["n1", "n2", "n3"], deployed)
+    new = AppPlan.from_args(entry["args"]["plan"])
+    assert {v.name: v.checkpoint for v in new.versions} == {"v1": "/runs/1", "v2": "/runs/2"}
+    assert entry["deployments"][0]["user_config"]["weights"] == {"v1": 50.0, "v2": 50.0}  # a rollout's weights
+    assert new.versions[1].replicas["autoscaling_config"]["max_replicas"] == 2
+    assert new.versions[0].ray_actor_options["label_selector"] == {"ray.io/node-id": "in(n1,n2,n3)"}

@@ -362,3 +362,18 @@ def test_gpu_utilization_while_queued_counts_only_while_jobs_wait() -> None:
 def test_gpu_utilization_until_counts_up_to_that_time() -> None:
     report = simulate([TraceJob("a", 0, 1000, gpus=4)], uniform_cluster(1, gpus_per_node=8), until=100)
     assert report.finished == 0 and report.gpu_utilization == pytest.approx(0.5)
+
+
+def test_an_elastic_job_grows_shrinks_on_reclaim_and_grows_back_in_the_replay() -> None:
+    # e (tenant b, 2..4 GPUs, 1000 s at 2) gets the idle node's 4 GPUs: twice as fast. a reclaims its
+    # guaranteed 2 at t=200: e shrinks to 2 (it did 400 s of work, pays 60 s to restart), a runs 200-300,
+    # then e grows back to 4 (440 s done, restart 300-360, the last 560 s take 280): done at 640.
+    jobs = [TraceJob("e", 0.0, 1000.0, 1.0, 2, tenant="b", max_workers=4),
+            TraceJob("o", 200.0, 100.0, 1.0, 2, tenant="a")]
+    quotas = {"a": TenantQuota("a", Resources({GPU: 2}), None), "b": TenantQuota("b", Resources({GPU: 2}), None)}
+    report = simulate(jobs, uniform_cluster(1, gpus_per_node=4), quotas, "cuberay",
+                      checkpoint_interval_s=1800, restart_cost_s=60)
+    assert report.preemptions == 0 and report.finished == 2
+    assert sorted(report.jcts) == [100, 640]
+    allocated = 4 * 200 + 2 * 100 + 4 * 340 + 2 * 100  # e at 4, at 2, at 4 again; o
+    assert report.goodput == pytest.approx(1 - (2 * 60 + 4 * 60) / allocated)

@@ -56,6 +56,7 @@ from cuberay.platform.policy.admission import (
     ClusterState,
     Preempt,
     Reserve,
+    Resize,
     RunningJob,
     schedule,
 )
@@ -227,6 +228,8 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
         for d in cycle.decisions:
             if isinstance(d, Admit):
                 self._admit(d, now)
+            elif isinstance(d, Resize):
+                self._resize(d, now)
             elif isinstance(d, Reserve):
                 self.state.reservation = d if d.job_id else None
 
@@ -246,6 +249,16 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
         self.waits.pop(d.job_id, None)
         if rec.driver == "launcher":
             self.drivers.awaiting[d.job_id] = now
+
+    def _resize(self, d: Resize, now: float) -> None:
+        """A running job's allocation grew or shrank: stored and recorded; its driver applies it (the runner
+        restarts a Train worker group at a checkpoint, a ServeApp re-pins its replicas)."""
+        before = len(self.state.running[d.job_id].allocation.slots)
+        self.state.resize(d.job_id, d.node_ids, now)
+        nodes = ", ".join(sorted({conv.short(n) for n in d.node_ids}))
+        self.store.update_job(d.job_id, allocation=conv.allocation_of(d.node_ids))
+        self.store.add_event("resized", f"{before} -> {len(d.node_ids)} worker(s) on node(s) {nodes}: {d.reason}",
+                             d.job_id)
 
     def _requeue(self, job_id: str, reason: str, now: float, *, preempted: bool) -> None:
         """Back to the queue with its service so far; a preempted job's running driver is stopped."""

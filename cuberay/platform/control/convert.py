@@ -70,7 +70,14 @@ def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
         attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=job.kind == "ServeApp",
+        resizable=elastic and resizable(job),
     )
+
+
+def resizable(job: Job) -> bool:
+    """Kinds whose running allocation may grow and shrink: function-mode training restarts its worker
+    group at a checkpoint with the new size, a ServeApp re-pins its replicas (policy/resize.py)."""
+    return job.kind == "ServeApp" or (job.kind == "TrainJob" and bool(getattr(job.spec, "entrypoint", None)))
 
 
 def allocation_of(node_ids: Iterable[str]) -> list[dict[str, Any]]:

@@ -55,6 +55,22 @@ class DriverAPI:
                 "storage_path": str(Path(tenant.storage or self.platform.storage_path() / tenant.name)
                                     .expanduser())}
 
+    async def allocation(self, job_id: str, attempt: int) -> dict[str, Any]:
+        """A running driver's poll: the attempt's current nodes (they change when admission resizes it) and
+        its last checkpoint time; ``current`` False when the attempt is no longer the job's."""
+        rec = self.store.get_job(job_id)
+        if rec.driver == "external" and not rec.state.is_terminal:
+            self.drivers.contact[job_id] = time.time()
+        current = rec.state.holds_resources and rec.attempts == attempt
+        return {"current": current, "node_ids": conv.node_ids_of(rec.allocation) if current else [],
+                "checkpoint_time": rec.checkpoint_time}
+
+    async def resized(self, job_id: str, attempt: int, workers: int, note: str) -> None:
+        """A driver applied a resize (restarted its worker group, re-pinned its replicas): an event."""
+        rec = self.store.get_job(job_id)
+        if rec.attempts == attempt:
+            self.store.add_event("resize_applied", f"{workers} worker(s): {note}", job_id)
+
     async def job_report(self, job_id: str, attempt: int, text: str, final: bool = False) -> JobRecord:
         """A running driver's progress (into reason) or result (into message, kept when it succeeds)."""
         rec = self.store.get_job(job_id)

@@ -36,6 +36,7 @@ from cuberay.platform.policy.decisions import (
     Preempt,
     Reject,
     Reserve,
+    Resize,
 )
 from cuberay.platform.policy.ledger import Allocation, Ledger
 from cuberay.platform.policy.placement import place
@@ -43,6 +44,7 @@ from cuberay.platform.policy.preemption import EPS as _EPS
 from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
 from cuberay.platform.policy.reservation import claim, held_now, worth_reserving
+from cuberay.platform.policy.resize import Resizing
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources
 
 # -- the cycle -----------------------------------------------------------------------
@@ -73,7 +75,7 @@ class _Checkout:
                 self.ledger.restore(arg)  # type: ignore[arg-type]
 
 
-class _Cycle(Preemption):
+class _Cycle(Preemption, Resizing):
     """One admission pass. Kept as an object so each step is a short method."""
 
     def __init__(self, state: ClusterState, now: float, explain: bool = True) -> None:
@@ -143,6 +145,7 @@ class _Cycle(Preemption):
             if self.p.reserve and self.reservation is None:
                 self._reserve_for_oldest()
             self._loop()
+            self._grow()  # elastic jobs take idle capacity nobody waiting can use (policy/resize.py)
             blocked = [j for j in self.blocked if worth_reserving(j)]
             if self.p.reserve and self.reservation is None and blocked:
                 oldest = min(blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
@@ -214,6 +217,9 @@ class _Cycle(Preemption):
             return True
         if not is_holder:
             self.failed_shapes.add(job.shape)
+        if self._try_shrink(job, is_holder):  # elastic jobs' extras go back before anyone is preempted
+            self.failed_shapes.clear()
+            return True
         if self._try_preempt(job, is_holder):
             self.failed_shapes.clear()  # victims may have freed more than the job took
             return True
@@ -340,5 +346,5 @@ def _sum(vectors: Iterable[Resources]) -> Resources:
     return Resources(out)
 
 
-__all__ = ["Admit", "Preempt", "Reserve", "Reject", "Cycle", "Decision", "RunningJob", "ClusterState", "schedule",
+__all__ = ["Admit", "Preempt", "Reserve", "Resize", "Reject", "Cycle", "Decision", "RunningJob", "ClusterState", "schedule",
            "queue_order"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from cuberay.platform.policy.decisions import Admit, Decision, Preempt, Reject, Reserve
+from cuberay.platform.policy.decisions import Admit, Decision, Preempt, Reject, Reserve, Resize
 from cuberay.platform.policy.ledger import Allocation, Ledger
 from cuberay.platform.policy.placement import place, why_not
 from cuberay.platform.policy.queue import JobQueue, JobRequest
@@ -27,6 +27,7 @@ class RunningJob:
     checkpoint_every_s: float | None = None  # or: it checkpoints periodically from start_time
     band_flip: float = float("inf")          # when its attained service crosses the LAS threshold
     protected: bool = False                  # not a least-attained-service victim (it waited too long)
+    resized_at: float | None = None          # when its allocation last grew or shrank
 
     def attained_at(self, now: float) -> float:
         return self.job.attained_gpu_s + self.job.gpus * max(0.0, now - self.start_time)
@@ -49,6 +50,7 @@ class ClusterState:
         self.queue = JobQueue(self.band_of)
         self.running: dict[str, RunningJob] = {}
         self.running_by_tenant: dict[str, dict[str, RunningJob]] = {}
+        self.elastic: dict[str, RunningJob] = {}  # running resizable jobs (policy/resize.py looks only here)
         self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
         self.reservation: Reserve | None = None
 
@@ -99,7 +101,8 @@ class ClusterState:
 
     # -- applying decisions ------------------------------------------------------
     def apply(self, decisions: Iterable[Decision], now: float) -> None:
-        """Bookkeeping for decisions: preemptions first (they free what admissions use)."""
+        """Bookkeeping for decisions: preemptions first (they free what admissions use), the rest in order
+        (a shrink comes before the admission it makes room for)."""
         decisions = list(decisions)
         for d in decisions:
             if isinstance(d, Preempt):
@@ -107,6 +110,8 @@ class ClusterState:
         for d in decisions:
             if isinstance(d, Admit):
                 self.start(d.job_id, d.node_ids, now, protected=d.protected)
+            elif isinstance(d, Resize):
+                self.resize(d.job_id, d.node_ids, now)
             elif isinstance(d, Reserve):
                 self.reservation = d if d.job_id else None
 
@@ -116,9 +121,22 @@ class ClusterState:
         run = self.running[job.id] = RunningJob(job, alloc, now, protected=protected)
         self.set_band_flip(run)
         self.running_by_tenant.setdefault(job.tenant, {})[job.id] = run
+        if job.resizable and job.max_workers:
+            self.elastic[job.id] = run
         add_amounts(self.usage.setdefault(job.tenant, {}), alloc.total, 1.0)
         if self.reservation and self.reservation.job_id == job_id:
             self.reservation = None
+        return run
+
+    def resize(self, job_id: str, node_ids: Iterable[str], now: float) -> RunningJob:
+        """A running job's allocation becomes one worker per entry of ``node_ids`` (see ``Ledger.resize``)."""
+        run = self.running[job_id]
+        alloc = self.ledger.resize(job_id, node_ids)
+        usage = self.usage.setdefault(run.job.tenant, {})
+        add_amounts(usage, run.allocation.total, -1.0)
+        add_amounts(usage, alloc.total, 1.0)
+        run.allocation = alloc
+        run.resized_at = now
         return run
 
     def set_band_flip(self, run: RunningJob) -> None:
@@ -135,6 +153,7 @@ class ClusterState:
         run = self.running.pop(job_id, None)
         if run is not None:
             self.running_by_tenant.get(run.job.tenant, {}).pop(job_id, None)
+            self.elastic.pop(job_id, None)
             alloc = self.ledger.release(job_id)
             if alloc is not None:
                 add_amounts(self.usage.setdefault(run.job.tenant, {}), alloc.total, -1.0)

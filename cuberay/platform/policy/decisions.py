@@ -34,7 +34,19 @@ class Reserve:
     at: float = 0.0  # when the nodes were picked
 
 
-Decision = Union[Admit, Preempt, Reserve]
+@dataclass(frozen=True, slots=True)
+class Resize:
+    """Grow or shrink a running job's allocation to ``node_ids`` (its new full list, one entry per worker).
+
+    Workers on nodes that stay keep their place; only the difference is taken or given back.
+    """
+
+    job_id: str
+    node_ids: tuple[str, ...]
+    reason: str
+
+
+Decision = Union[Admit, Preempt, Reserve, Resize]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +67,7 @@ class Cycle:
     @property
     def preempted(self) -> list[Preempt]:
         return [d for d in self.decisions if isinstance(d, Preempt)]
+
+    @property
+    def resized(self) -> list[Resize]:
+        return [d for d in self.decisions if isinstance(d, Resize)]

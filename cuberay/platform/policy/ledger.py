@@ -148,6 +148,45 @@ class Ledger:
         self.allocations[job_id] = alloc
         return alloc
 
+    def resize(self, job_id: str, node_ids: Iterable[str]) -> Allocation:
+        """Change a job's workers to one per entry of ``node_ids``; all or nothing.
+
+        Workers on nodes that stay keep their slots (and cards): a running worker is not moved
+        on paper. New workers are taken before removed ones are given back, so a failure leaves
+        the allocation as it was.
+        """
+        old = self.allocations.get(job_id)
+        if old is None:
+            raise ValueError(f"job {job_id} holds no allocation to resize")
+        node_ids = list(node_ids)
+        missing = sorted({n for n in node_ids if n not in self.nodes})
+        if missing:
+            raise ValueError(f"job {job_id} names nodes the ledger does not have: {', '.join(missing)}")
+        kept: dict[str, list[WorkerSlot]] = {}
+        for slot in old.slots:
+            kept.setdefault(slot.node_id, []).append(slot)
+        slots: list[WorkerSlot | None] = []
+        for node_id in node_ids:
+            here = kept.get(node_id)
+            slots.append(here.pop(0) if here else None)
+        taken: list[WorkerSlot] = []
+        try:
+            for i, slot in enumerate(slots):
+                if slot is None:
+                    slots[i] = self._take(self.nodes[node_ids[i]], old.request)
+                    taken.append(slots[i])  # type: ignore[arg-type]
+        except _NoFit:
+            for slot in taken:
+                self._give(slot, old.request)
+            raise ValueError(f"job {job_id} does not fit on nodes {node_ids}") from None
+        for rest in kept.values():
+            for slot in rest:
+                if slot.node_id in self.nodes:
+                    self._give(slot, old.request)
+        alloc = Allocation(job_id, old.request, tuple(slots), old.request.resources * len(slots))  # type: ignore[arg-type]
+        self.allocations[job_id] = alloc
+        return alloc
+
     def release(self, job_id: str) -> Allocation | None:
         """Give back everything a job holds; returns the allocation (None if it held nothing)."""
         alloc = self.allocations.pop(job_id, None)

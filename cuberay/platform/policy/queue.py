@@ -36,6 +36,9 @@ class JobRequest:
     # A service (ServeApp) runs indefinitely: attained service never demotes it, so it stays in
     # band 0 and is never a least-attained-service victim (priority and reclaim still apply).
     service: bool = False
+    # Its allocation may grow toward max_workers and shrink back to workers while it runs
+    # (elastic function-mode training, serving); see policy/resize.py.
+    resizable: bool = False
     total: Resources = field(init=False)
     gpus: float = field(init=False)
     shape: int = field(init=False)  # interned (worker, workers, max_workers, placement)

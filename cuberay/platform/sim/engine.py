@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
 from cuberay.errors import SpecError
-from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, schedule
+from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, Resize, schedule
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, confine_to_pools, policy_named
@@ -49,6 +49,7 @@ class TraceJob:
     tenant: str = "default"
     priority: int = 0
     placement: str = "pack"
+    max_workers: int | None = None  # elastic: may grow to this many workers (``duration`` is at ``workers``)
 
     @property
     def total_gpus(self) -> float:
@@ -130,7 +131,8 @@ def load_generic(path: str, start: float | None = None, end: float | None = None
                     f"job-{n}", t, float(row["duration"]), float(row["gpus"] or 0),
                     int(float(row.get("workers") or 1)), float(row.get("cpus") or 0),
                     float(row.get("memory") or 0), row.get("tenant") or "default",
-                    int(float(row.get("priority") or 0)))
+                    int(float(row.get("priority") or 0)),
+                    max_workers=int(float(row["max_workers"])) if row.get("max_workers") else None)
             except (ValueError, TypeError) as exc:
                 raise SpecError(f"bad row: {exc}", file=path, path=f"line {n}") from None
             if (start is None or t >= start) and (end is None or t < end):
@@ -218,6 +220,7 @@ class _Progress:
     waited: float = 0.0
     generation: int = 0
     first_start: float | None = None
+    workers: int = 0             # workers held now (an elastic job's count changes with each resize)
 
 
 _FINISH, _ARRIVE = 0, 1
@@ -262,7 +265,7 @@ class _Sim:
             while self.events and self.events[0][0] == t:
                 _, kind, gen, job_id = heapq.heappop(self.events)
                 self._arrive(job_id) if kind == _ARRIVE else self._finish(job_id, gen)
-            if len(self.state.queue):
+            if len(self.state.queue) or self.state.elastic:  # elastic jobs may grow into what an event freed
                 self._cycle()
 
     def _advance(self, t: float) -> None:
@@ -282,7 +285,9 @@ class _Sim:
         worker = WorkerRequest(Resources({GPU: tj.gpus, CPU: tj.cpus, MEMORY: tj.memory}))
         quota = self.state.tenants.get(tj.tenant)
         worker = confine_to_pools(worker, quota.pools if quota else None)
-        req = JobRequest(tj.id, tj.tenant, worker, tj.workers, tj.placement, tj.priority, tj.submit_time)
+        elastic = tj.max_workers is not None and tj.max_workers > tj.workers
+        req = JobRequest(tj.id, tj.tenant, worker, tj.workers, tj.placement, tj.priority, tj.submit_time,
+                         max_workers=tj.max_workers if elastic else None, resizable=elastic)
         if self.state.submit(req) is not None:
             self.rejected += 1
         p.queued_since = self.now
@@ -304,10 +309,12 @@ class _Sim:
         for d in cycle.decisions:
             if isinstance(d, Preempt):
                 self._preempt(d.job_id)
-        for d in cycle.decisions:
+        for d in cycle.decisions:  # in order: a shrink comes before the admission it makes room for
             if isinstance(d, Admit):
                 self._start(d)
-        self.state.apply([d for d in cycle.decisions if not isinstance(d, (Admit, Preempt))], self.now)
+            elif isinstance(d, Resize):
+                self._resize(d)
+        self.state.apply([d for d in cycle.decisions if not isinstance(d, (Admit, Preempt, Resize))], self.now)
 
     def _start(self, d: Admit) -> None:
         p = self.progress[d.job_id]
@@ -320,9 +327,26 @@ class _Sim:
         run.start_time = p.work_start  # lost work and attained service count from useful start
         self.state.set_band_flip(run)
         p.attempts += 1
+        p.workers = len(d.node_ids)
+        self._schedule_finish(p)
+
+    def _schedule_finish(self, p: _Progress) -> None:
+        """Linear speed-up: ``duration`` is the run time with ``workers``; more workers finish sooner."""
         p.generation += 1
-        finish = p.work_start + max(p.trace.duration - p.done, 0.0)
-        heapq.heappush(self.events, (finish, _FINISH, p.generation, d.job_id))
+        speed = p.workers / p.trace.workers
+        finish = p.work_start + max(p.trace.duration - p.done, 0.0) / speed
+        heapq.heappush(self.events, (finish, _FINISH, p.generation, p.trace.id))
+
+    def _resize(self, d: Resize) -> None:
+        """An elastic job restarts its workers at a checkpoint with the new count: it keeps its work and pays
+        the restart cost, like a preemption that loses nothing."""
+        p = self.progress[d.job_id]
+        self._account_attempt(p, keep_all=True)
+        self.state.resize(d.job_id, d.node_ids, self.now)
+        p.run_start = self.now
+        p.work_start = self.now + self.restart
+        p.workers = len(d.node_ids)
+        self._schedule_finish(p)
 
     def _preempt(self, job_id: str) -> None:
         p = self.progress[job_id]
@@ -333,12 +357,13 @@ class _Sim:
         self.preemptions += 1
 
     def _account_attempt(self, p: _Progress, keep_all: bool) -> None:
-        gpus = p.trace.total_gpus
+        gpus = p.trace.gpus * (p.workers or p.trace.workers)
+        speed = (p.workers or p.trace.workers) / p.trace.workers
         held = max(0.0, self.now - p.run_start)
         worked = max(0.0, self.now - p.work_start)
         kept = worked if keep_all else (math.floor(worked / self.ckpt) * self.ckpt if self.ckpt > 0 else 0.0)
-        kept = min(kept, max(p.trace.duration - p.done, 0.0))
-        p.done += kept
+        kept = min(kept, max(p.trace.duration - p.done, 0.0) / speed)
+        p.done += kept * speed
         self.allocated_gpu_s += held * gpus
         self.lost_gpu_s += (held - kept) * gpus
 

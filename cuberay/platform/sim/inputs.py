@@ -64,7 +64,7 @@ def detect_format(path: str | Path) -> TraceFormat:
     shown = ", ".join(header[:8]) + (", ..." if len(header) > 8 else "")
     raise SpecError(f"the header has {shown or 'no columns'}; a Philly trace needs "
                     f"{', '.join(PHILLY_COLUMNS)} and a generic trace needs {', '.join(GENERIC_COLUMNS)} "
-                    f"(optional: cpus, memory, workers, tenant, priority)", file=str(path), path="line 1")
+                    f"(optional: cpus, memory, workers, tenant, priority, max_workers)", file=str(path), path="line 1")
 
 
 def _header(path: str | Path) -> list[str]:
@@ -114,6 +114,8 @@ def _row_problem(job: TraceJob) -> str | None:
         return f"duration {job.duration:g} is negative; give seconds >= 0"
     if job.workers < 1:
         return f"workers {job.workers} must be >= 1"
+    if job.max_workers is not None and job.max_workers < job.workers:
+        return f"max_workers {job.max_workers} is below workers {job.workers}; raise it or leave it empty"
     for name, amount in (("gpus", job.gpus), ("cpus", job.cpus), ("memory", job.memory)):
         if not amount >= 0:
             return f"{name} {amount:g} is negative"
