@@ -9,9 +9,12 @@ a 1-GPU worker.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from cuberay.platform.policy.mix import WorkloadMix
+from cuberay.platform.policy.node_index import NodeIndex, bucket_key
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 _EPS = 1e-9
@@ -88,6 +91,9 @@ class Ledger:
         self.total_free: dict[str, float] = {}
         self.version = 0  # bumped when the node set changes (for callers' caches)
         self.cache: dict[object, object] = {}  # facts about the node set only; cleared when it changes
+        self.index = NodeIndex()  # nodes by free capacity, so placement reads a bounded set of them
+        self.mix = WorkloadMix()  # recent requests, weighed by the fragmentation-aware placement
+        self.rng = random.Random(0)  # the ``random`` placement's choices, reproducible per ledger
 
     # -- nodes ---------------------------------------------------------------------
     def add_node(self, node_id: str, capacity: Mapping[str, float], labels: Mapping[str, str] | None = None) -> NodeState:
@@ -102,6 +108,7 @@ class Ledger:
         self.cache.clear()
         node.labels.setdefault("ray.io/node-id", node_id)
         self.nodes[node_id] = node
+        self.index.update(node)
         for k, v in cap.items():
             self.total_capacity[k] = self.total_capacity.get(k, 0.0) + v
             self.total_free[k] = self.total_free.get(k, 0.0) + v
@@ -119,6 +126,7 @@ class Ledger:
             self.total_capacity[k] -= v
             self.total_free[k] -= v
         del self.nodes[node_id]
+        self.index.remove(node_id)
         self.version += 1
         self.cache.clear()
         return hit
@@ -169,6 +177,7 @@ class Ledger:
                 self.total_free[node.card_resource] -= amount  # type: ignore[index]
             if slot.cards:
                 node.recount()
+            self.index.update(node)
         self.allocations[alloc.job_id] = alloc
 
     def _sub(self, node: NodeState, res: Mapping[str, float], skip: str | None) -> None:
@@ -196,6 +205,7 @@ class Ledger:
         elif any(name in res for name in CARD_RESOURCES):
             raise _NoFit  # asks for an accelerator this node does not have
         self._sub(node, res, skip=node.card_resource)
+        self.index.update(node)
         return WorkerSlot(node.id, cards)
 
     def _give(self, slot: WorkerSlot, req: WorkerRequest) -> None:
@@ -210,6 +220,7 @@ class Ledger:
             self.total_free[node.card_resource] += amount  # type: ignore[index]
         if slot.cards:
             node.recount()
+        self.index.update(node)
 
     def check_invariants(self) -> None:
         """Raise AssertionError if any node, card or total is over-allocated (used by tests)."""
@@ -219,6 +230,10 @@ class Ledger:
                 assert v <= node.capacity.get(k, 0.0) + 1e-6, f"node {node.id} frees more {k} than it has"
             for i, c in enumerate(node.cards):
                 assert -1e-6 <= c <= 1.0 + 1e-6, f"node {node.id} card {i} free share {c} out of [0, 1]"
+            key = self.index.where.get(node.id)
+            assert key == bucket_key(node) and node.id in self.index.buckets[key], \
+                f"node {node.id} is indexed under {key}, not under its free capacity {bucket_key(node)}"
+        assert set(self.index.where) == set(self.nodes), "the node index and the node set differ"
 
 
 class _NoFit(Exception):
