@@ -35,7 +35,7 @@ from cuberay.platform.sim.engine import NodeSpec, TraceJob, simulate  # noqa: E4
 from cuberay.platform.spec.resources import CPU, GPU, Resources  # noqa: E402
 
 # (nodes, GPUs, CPUs) per kind of machine: 1,500 nodes, 5,850 GPUs.
-NODE_KINDS = ((500, 8, 96), (250, 4, 64), (250, 2, 32), (350, 1, 16), (150, 0, 96))
+NODE_KINDS = ((500, 8, 72), (250, 4, 48), (250, 2, 32), (350, 1, 16), (150, 0, 96))
 PLACEMENTS = ("random", "best_fit", "pack", "auto", "frag")
 LABELS = {"random": "random", "best_fit": "best-fit", "pack": "pack (auto before frag)", "auto": "auto (now)",
           "frag": "frag"}

@@ -43,7 +43,7 @@ class WorkloadMix:
     new requests, or sooner while the window is still filling.
     """
 
-    def __init__(self, window: int = 4096, max_classes: int = 24, refresh: int = 256) -> None:
+    def __init__(self, window: int = 4096, max_classes: int = 64, refresh: int = 256) -> None:
         self.window = window
         self.max_classes = max_classes
         self.refresh = refresh

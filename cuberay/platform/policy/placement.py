@@ -38,6 +38,7 @@ INDEX_MIN_NODES = 512
 CANDIDATES = 32          # nodes that fit, read from the index before a policy chooses among them
 FRAG_CANDIDATES = 96     # frag scores more of them, ...
 FRAG_PER_BUCKET = 4      # ... a few of each kind of node state
+RANDOM_DRAWS = 64        # ``random`` draws this many nodes before it lists every node that fits
 _EPS = 1e-9
 
 Reserved = Mapping[str, Mapping[str, float]]  # node id -> amounts held for a blocked job
@@ -76,6 +77,10 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
     ledger = nodes if isinstance(nodes, Ledger) else None
     counter = FitCounter(req, empty)
     avoid_gpu = asked in (Placement.AUTO, Placement.FRAG) and not req.card_resource
+    if policy is Placement.RANDOM and ledger is not None and count == 1 and not empty:
+        drawn = _draw(ledger, req, counter, reserved, avoid_gpu)
+        if drawn is not None:
+            return [drawn]
     if ledger is not None and not empty and len(ledger.nodes) >= INDEX_MIN_NODES and policy is not Placement.RANDOM:
         fits = _indexed_fits(ledger, req, count, policy, counter, reserved, avoid_gpu)
     else:
@@ -96,6 +101,23 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
     if policy is Placement.RANDOM:
         return _random(fits, count, ledger.rng if ledger is not None else random.Random(0))
     return _POLICIES[policy](fits, req, count, keys, empty)
+
+
+def _draw(ledger: Ledger, req: WorkerRequest, counter: FitCounter, reserved: Reserved | None,
+          avoid_gpu: bool) -> str | None:
+    """A node drawn uniformly from those that fit one worker (draws until one fits; None after many misses)."""
+    key = ("node-list",)
+    ids = ledger.cache.get(key)
+    if ids is None:
+        ids = ledger.cache[key] = list(ledger.nodes)
+    selector = req.node_selector()
+    for _ in range(RANDOM_DRAWS):
+        node = ledger.nodes[ids[ledger.rng.randrange(len(ids))]]
+        if not node.alive or (selector and not node.matches(selector)) or (avoid_gpu and node.card_resource):
+            continue
+        if counter(node, reserved.get(node.id) if reserved else None) > 0:
+            return node.id
+    return None  # the caller falls back to choosing among every node that fits
 
 
 def _scan_fits(nodes: Iterable[NodeState], req: WorkerRequest, counter: FitCounter,
@@ -314,19 +336,26 @@ def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: 
         return (f"no node has the labels {labels}; remove the constraint or add nodes with these labels "
                 f"(check the gpu type in resources.gpu and spec.node_selector)")
     per_node = max((workers_that_fit(n, req, empty=True) for n in matching), default=0)
+    card = req.card_resource
+    share = req.resources.get(card, 0.0) if card else 0.0
     if per_node == 0:
-        biggest = max(matching, key=lambda n: sum(n.capacity.values()))
+        with_cards = [n for n in matching if n.card_resource == card] if card else []
+        biggest = max(with_cards or matching, key=lambda n: sum(n.capacity.values()))
+        rule = ("; a share of a card runs on a node that also has the worker's other resources free"
+                if 0 < share < 1 else "")
         return (f"one worker needs {_fmt(req.resources)} but the largest matching node has "
-                f"{_fmt(biggest.capacity)}; lower the per-worker resources")
+                f"{_fmt(biggest.capacity)}{rule}; lower the per-worker resources")
     capacity = sum(workers_that_fit(n, req, empty=True) for n in matching)
+    rule = (f" (a card holds {int(1 / share + 1e-9)} share(s) of {share:g}; shares of different cards do not "
+            f"add up)" if 0 < share < 1 else "")
     if policy is Placement.STRICT_PACK and per_node < count:
-        return (f"strict_pack needs all {count} workers on one node but a node holds at most {per_node}; "
+        return (f"strict_pack needs all {count} workers on one node but a node holds at most {per_node}{rule}; "
                 f"lower workers to {per_node} or use placement pack")
     if policy is Placement.STRICT_SPREAD and len(matching) < count:
         return (f"strict_spread needs {count} distinct nodes but only {len(matching)} match; "
                 f"lower workers or use placement spread")
     return (f"the gang of {count} workers x {_fmt(req.resources)} is larger than the cluster "
-            f"(at most {capacity} such workers fit on empty nodes); lower workers or per-worker resources")
+            f"(at most {capacity} such workers fit on empty nodes{rule}); lower workers or per-worker resources")
 
 
 def _fmt(res: Mapping[str, float]) -> str:
