@@ -212,3 +212,33 @@ def test_scorer_is_memoised_per_node_state():
     scorer = FragScorer(worker(gpus=0.5), ledger.mix, memo)
     first = [scorer.delta(n) for n in ledger.nodes.values()]
     assert len(memo) == 1 and len(set(first)) == 1  # three identical nodes, one computation
+
+
+# -- the cards Ray picked ----------------------------------------------------------------
+
+def test_the_ledger_follows_the_cards_ray_gave_each_worker():
+    ledger = Ledger()
+    add(ledger, "n", gpus=2, cpus=8)
+    alloc = ledger.allocate("j", worker(gpus=0.5), ["n"] * 4)
+    assert [s.cards for s in alloc.slots] == [((0, 0.5),), ((0, 0.5),), ((1, 0.5),), ((1, 0.5),)]
+    assert ledger.follow_cards("j", [[0], [1], [0], [1]])  # Ray alternated
+    assert [s.cards for s in ledger.allocations["j"].slots] == [((0, 0.5),), ((1, 0.5),), ((0, 0.5),), ((1, 0.5),)]
+    assert ledger.nodes["n"].cards == [0.0, 0.0]
+    ledger.check_invariants()
+    # A report that cannot be true changes nothing: three shares of 0.5 on card 0, a card the node lacks.
+    assert not ledger.follow_cards("j", [[0], [0], [0], [1]])
+    assert not ledger.follow_cards("j", [[0], [1], [0], [2]])
+    assert not ledger.follow_cards("j", [[0], [1]])
+    assert [s.cards for s in ledger.allocations["j"].slots] == [((0, 0.5),), ((1, 0.5),), ((0, 0.5),), ((1, 0.5),)]
+    ledger.release("j")
+    assert ledger.nodes["n"].cards == [1.0, 1.0]
+    ledger.check_invariants()
+
+
+def test_following_whole_cards_moves_the_free_ones():
+    ledger = Ledger()
+    add(ledger, "n", gpus=4, cpus=8)
+    ledger.allocate("j", worker(gpus=2), ["n"])
+    assert ledger.follow_cards("j", [[2, 3]])
+    assert ledger.nodes["n"].cards == [1.0, 1.0, 0.0, 0.0] and ledger.nodes["n"].full_cards == 2
+    ledger.check_invariants()

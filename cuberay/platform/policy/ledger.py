@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from cuberay.platform.policy.mix import WorkloadMix
 from cuberay.platform.policy.node_index import NodeIndex, bucket_key
@@ -179,6 +179,40 @@ class Ledger:
                 node.recount()
             self.index.update(node)
         self.allocations[alloc.job_id] = alloc
+
+    def follow_cards(self, job_id: str, cards: Sequence[Sequence[int]]) -> bool:
+        """Take the cards Ray gave each worker of a job (``ray.get_gpu_ids()``, one list per worker, in slot order).
+
+        Ray, not cuberay, picks the physical card of each placement-group bundle;
+        the ledger records the same cards so that later placements reason about
+        the real shares. Returns False, and changes nothing, when the report does
+        not fit what the ledger holds (a worker count or card count that differs,
+        a card past the node's, or a share the other jobs on that card leave no room for).
+        """
+        alloc = self.allocations.get(job_id)
+        if alloc is None or len(cards) != len(alloc.slots):
+            return False
+        self.release(job_id)
+        share = alloc.request.resources
+        new_slots = []
+        for slot, ids in zip(alloc.slots, cards):
+            node = self.nodes.get(slot.node_id)
+            amount = share.get(node.card_resource, 0.0) if node and node.card_resource else 0.0
+            per = amount if amount < 1.0 - _EPS else 1.0
+            if node is None or len(ids) != len(slot.cards) or not all(0 <= i < len(node.cards) for i in ids):
+                self.restore(alloc)
+                return False
+            new_slots.append(WorkerSlot(slot.node_id, tuple((int(i), per) for i in ids)))
+        moved = Allocation(job_id, alloc.request, tuple(new_slots), alloc.total)
+        held: dict[tuple[str, int], float] = {}
+        for slot in new_slots:
+            for i, amount in slot.cards:
+                held[(slot.node_id, i)] = held.get((slot.node_id, i), 0.0) + amount
+        if any(self.nodes[n].cards[i] + _EPS < amount for (n, i), amount in held.items()):
+            self.restore(alloc)
+            return False
+        self.restore(moved)
+        return True
 
     def _sub(self, node: NodeState, res: Mapping[str, float], skip: str | None) -> None:
         free, total = node.free, self.total_free

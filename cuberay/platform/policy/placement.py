@@ -81,7 +81,7 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
         drawn = _draw(ledger, req, counter, reserved, avoid_gpu)
         if drawn is not None:
             return [drawn]
-    if ledger is not None and not empty and len(ledger.nodes) >= INDEX_MIN_NODES and policy is not Placement.RANDOM:
+    if ledger is not None and not empty and len(ledger.nodes) >= INDEX_MIN_NODES:
         fits = _indexed_fits(ledger, req, count, policy, counter, reserved, avoid_gpu)
     else:
         fits = _scan_fits(ledger.nodes.values() if ledger is not None else nodes, req, counter, reserved)
@@ -117,7 +117,7 @@ def _draw(ledger: Ledger, req: WorkerRequest, counter: FitCounter, reserved: Res
             continue
         if counter(node, reserved.get(node.id) if reserved else None) > 0:
             return node.id
-    return None  # the caller falls back to choosing among every node that fits
+    return None  # the caller falls back to choosing among the nodes that fit (from the index when large)
 
 
 def _scan_fits(nodes: Iterable[NodeState], req: WorkerRequest, counter: FitCounter,
