@@ -14,8 +14,10 @@ All or nothing: a policy returns a node for every worker or ``None``.
 - ``best_fit``: the node left with the least free GPU and CPU.
 - ``random``: any node that fits (a baseline for comparisons).
 - ``auto``: jobs that use accelerators use ``frag``; CPU-only jobs spread over
-  nodes without accelerators while those can hold them; RDMA jobs prefer
-  nodes of one ``cuberay.io/rdma-domain``.
+  nodes without accelerators while those can hold them, and once those are
+  full go where they strand the fewest cards (``frag``); on a cluster without
+  such nodes they spread; RDMA jobs prefer nodes of one
+  ``cuberay.io/rdma-domain``.
 
 On a large cluster (``INDEX_MIN_NODES``) the nodes are read from the ledger's
 free-capacity index (:mod:`.node_index`), a bounded number per decision.
@@ -89,6 +91,8 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
         plain = [(n, k) for n, k in fits if not n.card_resource]
         if sum(k for _, k in plain) >= count:
             fits = plain
+        elif asked is Placement.AUTO and plain:
+            policy = Placement.FRAG  # the plain nodes are full: go where it strands the fewest cards
     if sum(k for _, k in fits) < count:
         return None
     keys = score_key(req)
