@@ -109,6 +109,7 @@ def write_inputs(directory: Path, seed: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=5, help="seeds 1..N")
+    ap.add_argument("--seed", type=int, action="append", help="repeatable: these seeds instead of 1..N")
     ap.add_argument("--placement", action="append", choices=PLACEMENTS, help="repeatable (default: all)")
     ap.add_argument("--write-inputs", type=Path, default=None, metavar="DIR")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/out/sharing.json)")
@@ -117,9 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         write_inputs(args.write_inputs, 1)
         return 0
     placements = args.placement or list(PLACEMENTS)
-    result: dict[str, Any] = {"machine": print_machine(), "args": {"seeds": args.seeds, "placements": placements},
+    result: dict[str, Any] = {"machine": print_machine(), "args": {"seeds": args.seed or args.seeds,
+                                                                   "placements": placements},
                               "runs": []}
-    for seed in range(1, args.seeds + 1):
+    seeds = args.seed or list(range(1, args.seeds + 1))
+    for seed in seeds:
         for placement in placements:
             r = run(seed, placement)
             result["runs"].append(r)
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for placement in placements:
         got = [r["allocated"] for r in result["runs"] if r["placement"] == placement]
-        rows.append({"placement": LABELS[placement], **{f"seed {i + 1}": f"{100 * g:.2f}%" for i, g in enumerate(got)},
+        rows.append({"placement": LABELS[placement], **{f"seed {s}": f"{100 * g:.2f}%" for s, g in zip(seeds, got)},
                      "mean": f"{100 * statistics.fmean(got):.2f}%"})
     print()
     print(markdown(rows, list(rows[0])))

@@ -47,7 +47,8 @@ def test_four_half_card_workers_run_two_per_card_and_the_ledger_follows(ray_clus
         # The ledger's own pick for the same gang, then the cards Ray gave: it follows them.
         ledger = Ledger()
         ledger.add_node(node_id, {"GPU": 2.0, "CPU": 1.0})
-        ledger.allocate(JOB.job_id, parse_worker(cpu="10m", gpu="0.5"), [node_id] * 4)
+        predicted = ledger.allocate(JOB.job_id, parse_worker(cpu="10m", gpu="0.5"), [node_id] * 4)
+        print("ray gave cards", cards, "the ledger predicted", [s.cards[0][0] for s in predicted.slots])
         assert ledger.follow_cards(JOB.job_id, [[int(c)] for c in cards])
         assert [s.cards[0][0] for s in ledger.allocations[JOB.job_id].slots] == [int(c) for c in cards]
         assert ledger.nodes[node_id].cards == [0.0, 0.0]
