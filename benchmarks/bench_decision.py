@@ -42,11 +42,14 @@ SHAPES = {1: 40, 2: 15, 4: 15, 8: 15, 16: 10, 32: 5}
 PRIORITIES = (0, 5, 10)
 
 
+PLACEMENT = "pack"
+
+
 def job_of(i: int, gpus: int, tenant: str, priority: int, submit: float) -> JobRequest:
     """Up to 8 GPUs: one worker on one node; larger: workers of 8 GPUs (one per node)."""
     per, workers = (gpus, 1) if gpus <= 8 else (8, gpus // 8)
     worker = WorkerRequest(Resources({GPU: per, CPU: 6.0 * per, MEMORY: 48.0 * 2**30 * per}))
-    return JobRequest(f"job-{i:06d}", tenant, worker, workers, "pack", priority, submit)
+    return JobRequest(f"job-{i:06d}", tenant, worker, workers, PLACEMENT, priority, submit)
 
 
 def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int) -> tuple[ClusterState, random.Random]:
@@ -125,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refill", action="store_true", help="after each cycle submit jobs until --queued wait again "
                     "(with --queued 1: a decision on an otherwise empty queue)")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/out/decision.json)")
+    ap.add_argument("--placement", default="pack", help="every job's placement (pack, frag, auto, ...)")
     args = ap.parse_args(argv)
+    global PLACEMENT
+    PLACEMENT = args.placement
     if args.quick:
         args.cycles = 50
     result: dict[str, Any] = {"machine": print_machine(), "args": vars(args) | {"out": str(args.out)}, "runs": []}

@@ -156,14 +156,18 @@ def _indexed_fits(ledger: Ledger, req: WorkerRequest, count: int, policy: Placem
     need, cpus = counter.need, req.resources.get(CPU, 0.0)
     loose_first = policy in (Placement.SPREAD, Placement.STRICT_SPREAD)
 
-    def ordered(keys: list[tuple]) -> list[tuple]:
-        keys.sort(key=index.room, reverse=loose_first)
+    def ordered(keys: list[tuple], loose: bool) -> list[tuple]:
+        keys.sort(key=index.room, reverse=loose)
         if avoid_gpu:
             keys.sort(key=lambda k: k[0] != "")  # stable: nodes without cards first
         return keys
 
-    gang_need = need * count if need >= 1.0 - _EPS else need
-    first = ordered(index.keys_for(counter.card, gang_need, cpus * count))
+    one_node = count > 1 and policy in (Placement.PACK, Placement.STRICT_PACK, Placement.FRAG, Placement.BEST_FIT)
+    if one_node:  # first the nodes that might hold the whole gang
+        first = ordered(index.keys_for(counter.card, need * count if need >= 1.0 - _EPS else need,
+                                       cpus * count), loose_first)
+    else:
+        first = ordered(index.keys_for(counter.card, need, cpus), loose_first)
     frag = policy is Placement.FRAG
     limit = FRAG_CANDIDATES if frag else CANDIDATES
     selector = req.node_selector()
@@ -187,7 +191,8 @@ def _indexed_fits(ledger: Ledger, req: WorkerRequest, count: int, policy: Placem
     take(first, FRAG_PER_BUCKET if frag else None, lambda: len(fits) >= limit)
     wanted = count if policy is Placement.STRICT_SPREAD else 1
     if room < count or len(fits) < wanted:
-        rest = ordered(index.keys_for(counter.card, need, cpus))
+        # A gang no node holds: the roomiest nodes first, so that it spans as few as it can.
+        rest = ordered(index.keys_for(counter.card, need, cpus), loose_first or one_node)
         take(rest, None, lambda: room >= count and len(fits) >= wanted)
     return fits
 
