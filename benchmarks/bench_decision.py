@@ -2,6 +2,7 @@
 
     python benchmarks/bench_decision.py                 # 1,000 nodes, 10,000 queued, 200 cycles
     python benchmarks/bench_decision.py --cycles 50 --nodes 200 --queued 2000
+    python benchmarks/bench_decision.py --nodes 10000 --queued 1 --refill   # one job at a time, empty queue
 
 Snapshot: nodes of 8 GPUs / 64 CPUs / 512Gi, ~85% of GPUs held by running jobs
 of assorted shapes and tenants; a queue of mixed shapes (1, 2, 4, 8, 16, 32
@@ -41,11 +42,14 @@ SHAPES = {1: 40, 2: 15, 4: 15, 8: 15, 16: 10, 32: 5}
 PRIORITIES = (0, 5, 10)
 
 
+PLACEMENT = "pack"
+
+
 def job_of(i: int, gpus: int, tenant: str, priority: int, submit: float) -> JobRequest:
     """Up to 8 GPUs: one worker on one node; larger: workers of 8 GPUs (one per node)."""
     per, workers = (gpus, 1) if gpus <= 8 else (8, gpus // 8)
     worker = WorkerRequest(Resources({GPU: per, CPU: 6.0 * per, MEMORY: 48.0 * 2**30 * per}))
-    return JobRequest(f"job-{i:06d}", tenant, worker, workers, "pack", priority, submit)
+    return JobRequest(f"job-{i:06d}", tenant, worker, workers, PLACEMENT, priority, submit)
 
 
 def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int) -> tuple[ClusterState, random.Random]:
@@ -61,7 +65,7 @@ def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int) -> t
     i, misses = 0, 0
     while ledger.total_capacity[GPU] - ledger.total_free[GPU] < target and misses < 200:
         job = job_of(i, rng.choices(shapes, weights)[0], rng.choice(names), rng.choice(PRIORITIES), -rng.random() * 3600)
-        found = place(ledger.nodes.values(), job.worker, job.workers, job.placement)
+        found = place(ledger, job.worker, job.workers, job.placement)
         i += 1
         if found is None:
             misses += 1
@@ -81,6 +85,7 @@ def measure(args: argparse.Namespace, explain: bool) -> dict[str, Any]:
     print(f"snapshot: {len(state.ledger.nodes):,} nodes, {alloc:.0%} GPUs allocated by {len(state.running):,} "
           f"jobs, {len(state.queue):,} queued in {len(state.queue.buckets())} buckets", flush=True)
     cycle_ms, cpu_ms, decisions, admits = [], [], 0, 0
+    next_id = 10**7
     now = 1000.0
     for _ in range(args.cycles):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -92,6 +97,10 @@ def measure(args: argparse.Namespace, explain: bool) -> dict[str, Any]:
         state.apply(cycle.decisions, now)
         if state.running:
             state.finish(rng.choice(list(state.running)))
+        while args.refill and len(state.queue) < args.queued:  # keep the queue as deep as it started
+            state.submit(job_of(next_id, rng.choices(list(SHAPES), list(SHAPES.values()))[0],
+                                f"tenant-{rng.randrange(args.tenants)}", rng.choice(PRIORITIES), now))
+            next_id += 1
         now += 1.0
     total_s = sum(cycle_ms) / 1000
     ordered = sorted(cycle_ms)
@@ -116,8 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="50 cycles")
+    ap.add_argument("--refill", action="store_true", help="after each cycle submit jobs until --queued wait again "
+                    "(with --queued 1: a decision on an otherwise empty queue)")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/out/decision.json)")
+    ap.add_argument("--placement", default="pack", help="every job's placement (pack, frag, auto, ...)")
     args = ap.parse_args(argv)
+    global PLACEMENT
+    PLACEMENT = args.placement
     if args.quick:
         args.cycles = 50
     result: dict[str, Any] = {"machine": print_machine(), "args": vars(args) | {"out": str(args.out)}, "runs": []}

@@ -26,7 +26,7 @@ from cuberay.platform.sim.inputs import (
     seconds,
     unknown_tenants,
 )
-from cuberay.platform.spec import Platform, load_platform
+from cuberay.platform.spec import Placement, Platform, load_platform
 from cuberay.platform.spec.resources import parse_cpu, parse_memory
 
 _HOURS = 3600.0
@@ -53,13 +53,19 @@ _UNTIL_METRICS: list[tuple[str, Callable[[Report], str]]] = [
     ("queued at T", lambda r: f"{r.queued_at_end:,}"),
     ("running at T", lambda r: f"{r.running_at_end:,}"),
     ("GPUs allocated at T", lambda r: f"{100 * r.gpu_allocated_fraction:.1f}%"),
+    ("GPU demand arrived by T", lambda r: f"{100 * r.arrived_gpu_demand:.1f}%"),
 ]
 
 
 def table_rows(reports: Sequence[Report], until: bool = False) -> list[dict[str, str]]:
     """One row per metric, one column per policy run (times in hours, fractions in percent)."""
     metrics = _METRICS + (_UNTIL_METRICS if until else [])
-    return [{"metric": label, **{r.policy: value(r) for r in reports}} for label, value in metrics]
+    return [{"metric": label, **{column(r): value(r) for r in reports}} for label, value in metrics]
+
+
+def column(report: Report) -> str:
+    """A run's column: its policy, and its placement when one was imposed on every job."""
+    return report.policy if report.placement == "trace" else f"{report.policy}, {report.placement}"
 
 
 @app.command("sim")
@@ -74,7 +80,9 @@ def sim(
     end: Optional[str] = typer.Option(None, "--end", help="Replay submissions before this: a date (a bare date "
                                       "includes that day) or seconds/duration from the trace start."),
     until: Optional[str] = typer.Option(None, "--until", metavar="T", help="Stop at simulated time T (seconds or "
-                                        "36h, 2d, from the first submission) and report the state then."),
+                                        "36h, 2d, from the first submission), or once the GPUs the submitted "
+                                        "jobs ask for reach a share of the cluster's (100%: arrived demand equals "
+                                        "capacity), and report the state then."),
     nodes: Optional[int] = typer.Option(None, "--nodes", min=1, help="Identical nodes (with --gpus-per-node)."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=0, help="GPUs per node with --nodes."),
     cpus_per_node: Optional[str] = typer.Option(None, "--cpus-per-node", help="CPUs per node (default 8 per GPU)."),
@@ -89,6 +97,9 @@ def sim(
                                             "guarantees proportional to GPU-time, no caps."),
     policies: list[str] = typer.Option(["cuberay"], "--policy", help=f"Repeatable: {' | '.join(POLICIES)}; "
                                        f"each replays the same trace (one table column or JSON object each)."),
+    placements: list[str] = typer.Option([], "--placement", help=f"Repeatable: {' | '.join(p.value for p in Placement)}"
+                                         f"; every job is placed so (default: the trace's, pack), one replay "
+                                         f"per policy and placement."),
     checkpoint_interval: str = typer.Option("30m", "--checkpoint-interval", help="A preempted job keeps progress "
                                             "up to its last checkpoint (0: none kept)."),
     restart_cost: str = typer.Option("60s", "--restart-cost", help="Allocated, useless time when a preempted "
@@ -99,8 +110,9 @@ def sim(
 ) -> None:
     """Replay TRACE on a simulated cluster through the real admission code; compare policies side by side."""
     names = _policy_names(policies)
+    layouts = placement_names(placements) or [None]
     ckpt, restart = seconds(checkpoint_interval, "--checkpoint-interval"), seconds(restart_cost, "--restart-cost")
-    stop = None if until is None else seconds(until, "--until")
+    stop, demand = until_option(until)
     plat = load_platform(platform) if platform else None
     err = error_console()
     with err.status(f"loading {trace} ..."):
@@ -112,18 +124,47 @@ def sim(
     quotas = tenant_quotas(plat) if plat else None
     _warn_unknown(jobs, quotas)
     err.print(f"{len(jobs):,} jobs from {trace}; {_nodes_text(nodes_)}", highlight=False)
-    reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop) for name in names]
+    reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop, demand, layout)
+               for name in names for layout in layouts]
     if plot is not None:
         from cuberay.platform.sim.plot import plot_reports
 
         plot_reports(reports, plot, title=f"{trace.name}: {len(jobs):,} jobs on {_nodes_text(nodes_)}")
         err.print(f"wrote {plot}", highlight=False)
-    _emit(reports, output, until=stop is not None)
+    _emit(reports, output, until=until is not None)
 
 
 def _nodes_text(nodes: Sequence[NodeSpec]) -> str:
     gpus = sum(n.capacity.get("GPU", 0.0) for n in nodes)
     return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}, {gpus:g} GPUs"
+
+
+def until_option(value: str | None) -> tuple[float | None, float | None]:
+    """``--until``: (simulated seconds, None) for a time, (None, share of GPUs) for ``100%``."""
+    if value is None:
+        return None, None
+    text = value.strip()
+    if not text.endswith("%"):
+        return seconds(text, "--until"), None
+    try:
+        share = float(text[:-1]) / 100
+    except ValueError:
+        share = float("nan")
+    if not share > 0 or share == float("inf"):
+        raise SpecError(f"--until {value!r}: a demand stop is a percentage above 0 of the cluster's GPUs, "
+                        f"e.g. 100%; or give a time such as 36h")
+    return None, share
+
+
+def placement_names(values: Sequence[str]) -> list[str]:
+    """``--placement`` values, checked against the placement policies."""
+    known = [p.value for p in Placement]
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    for name in names:
+        if name not in known:
+            raise SpecError(f"--placement {name!r} is not a placement policy; choose from {', '.join(known)} "
+                            f"(repeat --placement to compare several)")
+    return list(dict.fromkeys(names))
 
 
 def _policy_names(values: Sequence[str]) -> list[str]:
@@ -172,12 +213,14 @@ def _warn_unknown(jobs: Sequence[TraceJob], quotas: dict[str, TenantQuota] | Non
 
 
 def _replay(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], quotas: dict[str, TenantQuota] | None,
-            name: str, plat: Platform | None, ckpt: float, restart: float, until: float | None) -> Report:
+            name: str, plat: Platform | None, ckpt: float, restart: float, until: float | None,
+            demand: float | None = None, placement: str | None = None) -> Report:
     err = error_console()
-    with err.status(f"replaying {len(jobs):,} jobs under {name} ..."):
+    label = name if placement is None else f"{name}, {placement}"
+    with err.status(f"replaying {len(jobs):,} jobs under {label} ..."):
         report = simulate(jobs, cluster, quotas, platform_policy(name, plat), checkpoint_interval_s=ckpt,
-                          restart_cost_s=restart, until=until)
-    err.print(f"{name}: {report.finished:,}/{report.jobs:,} finished in {report.wall_s:.1f} s", highlight=False)
+                          restart_cost_s=restart, until=until, until_demand=demand, placement=placement)
+    err.print(f"{label}: {report.finished:,}/{report.jobs:,} finished in {report.wall_s:.1f} s", highlight=False)
     return report
 
 

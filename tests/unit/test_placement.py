@@ -120,9 +120,9 @@ def test_strict_spread_uses_distinct_nodes_or_none():
 
 # -- auto -------------------------------------------------------------------------------
 
-def test_auto_packs_accelerator_jobs_and_spreads_cpu_jobs():
+def test_auto_places_accelerator_jobs_by_fragmentation_and_spreads_cpu_jobs():
     ledger = cluster(nodes=3, gpus=4, cpus=16)
-    assert Placement.AUTO.resolve(worker(gpus=1)) is Placement.PACK
+    assert Placement.AUTO.resolve(worker(gpus=1)) is Placement.FRAG
     assert Placement.AUTO.resolve(worker(gpus=None, cpus=1)) is Placement.SPREAD
     assert place(nodes(ledger), worker(gpus=1, cpus=1), 3, "auto") == ["n0"] * 3
     assert place(nodes(ledger), worker(gpus=None, cpus=1), 3, "auto") == ["n0", "n1", "n2"]

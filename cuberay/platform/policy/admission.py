@@ -246,7 +246,7 @@ class _Cycle(Preemption, Resizing):
         for name, amount in job.total.items():  # cheap whole-cluster check before scanning nodes
             if free.get(name, 0.0) - (held.get(name, 0.0) if held else 0.0) + _EPS < amount:
                 return None
-        nodes = self.s.ledger.nodes.values()
+        nodes = self.s.ledger  # placement reads a large cluster through the ledger's free-capacity index
         if job.max_workers and job.max_workers > job.workers and self._max_allows(job, job.max_workers):
             found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved)
             if found:

@@ -91,6 +91,7 @@ class ClusterState:
         reason = self.check(job)
         if reason:
             return Reject(job.id, reason)
+        self.ledger.mix.observe(job.worker, job.workers)  # the request mix frag placement weighs
         self.queue.add(job)
         return None
 

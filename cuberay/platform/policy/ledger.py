@@ -9,9 +9,12 @@ a 1-GPU worker.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
+from cuberay.platform.policy.mix import WorkloadMix
+from cuberay.platform.policy.node_index import NodeIndex, bucket_key
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 _EPS = 1e-9
@@ -88,6 +91,9 @@ class Ledger:
         self.total_free: dict[str, float] = {}
         self.version = 0  # bumped when the node set changes (for callers' caches)
         self.cache: dict[object, object] = {}  # facts about the node set only; cleared when it changes
+        self.index = NodeIndex()  # nodes by free capacity, so placement reads a bounded set of them
+        self.mix = WorkloadMix()  # recent requests, weighed by the fragmentation-aware placement
+        self.rng = random.Random(0)  # the ``random`` placement's choices, reproducible per ledger
 
     # -- nodes ---------------------------------------------------------------------
     def add_node(self, node_id: str, capacity: Mapping[str, float], labels: Mapping[str, str] | None = None) -> NodeState:
@@ -102,6 +108,7 @@ class Ledger:
         self.cache.clear()
         node.labels.setdefault("ray.io/node-id", node_id)
         self.nodes[node_id] = node
+        self.index.update(node)
         for k, v in cap.items():
             self.total_capacity[k] = self.total_capacity.get(k, 0.0) + v
             self.total_free[k] = self.total_free.get(k, 0.0) + v
@@ -119,6 +126,7 @@ class Ledger:
             self.total_capacity[k] -= v
             self.total_free[k] -= v
         del self.nodes[node_id]
+        self.index.remove(node_id)
         self.version += 1
         self.cache.clear()
         return hit
@@ -208,7 +216,42 @@ class Ledger:
                 self.total_free[node.card_resource] -= amount  # type: ignore[index]
             if slot.cards:
                 node.recount()
+            self.index.update(node)
         self.allocations[alloc.job_id] = alloc
+
+    def follow_cards(self, job_id: str, cards: Sequence[Sequence[int]]) -> bool:
+        """Take the cards Ray gave each worker of a job (``ray.get_gpu_ids()``, one list per worker, in slot order).
+
+        Ray, not cuberay, picks the physical card of each placement-group bundle;
+        the ledger records the same cards so that later placements reason about
+        the real shares. Returns False, and changes nothing, when the report does
+        not fit what the ledger holds (a worker count or card count that differs,
+        a card past the node's, or a share the other jobs on that card leave no room for).
+        """
+        alloc = self.allocations.get(job_id)
+        if alloc is None or len(cards) != len(alloc.slots):
+            return False
+        self.release(job_id)
+        share = alloc.request.resources
+        new_slots = []
+        for slot, ids in zip(alloc.slots, cards):
+            node = self.nodes.get(slot.node_id)
+            amount = share.get(node.card_resource, 0.0) if node and node.card_resource else 0.0
+            per = amount if amount < 1.0 - _EPS else 1.0
+            if node is None or len(ids) != len(slot.cards) or not all(0 <= i < len(node.cards) for i in ids):
+                self.restore(alloc)
+                return False
+            new_slots.append(WorkerSlot(slot.node_id, tuple((int(i), per) for i in ids)))
+        moved = Allocation(job_id, alloc.request, tuple(new_slots), alloc.total)
+        held: dict[tuple[str, int], float] = {}
+        for slot in new_slots:
+            for i, amount in slot.cards:
+                held[(slot.node_id, i)] = held.get((slot.node_id, i), 0.0) + amount
+        if any(self.nodes[n].cards[i] + _EPS < amount for (n, i), amount in held.items()):
+            self.restore(alloc)
+            return False
+        self.restore(moved)
+        return True
 
     def _sub(self, node: NodeState, res: Mapping[str, float], skip: str | None) -> None:
         free, total = node.free, self.total_free
@@ -235,6 +278,7 @@ class Ledger:
         elif any(name in res for name in CARD_RESOURCES):
             raise _NoFit  # asks for an accelerator this node does not have
         self._sub(node, res, skip=node.card_resource)
+        self.index.update(node)
         return WorkerSlot(node.id, cards)
 
     def _give(self, slot: WorkerSlot, req: WorkerRequest) -> None:
@@ -249,6 +293,7 @@ class Ledger:
             self.total_free[node.card_resource] += amount  # type: ignore[index]
         if slot.cards:
             node.recount()
+        self.index.update(node)
 
     def check_invariants(self) -> None:
         """Raise AssertionError if any node, card or total is over-allocated (used by tests)."""
@@ -258,6 +303,10 @@ class Ledger:
                 assert v <= node.capacity.get(k, 0.0) + 1e-6, f"node {node.id} frees more {k} than it has"
             for i, c in enumerate(node.cards):
                 assert -1e-6 <= c <= 1.0 + 1e-6, f"node {node.id} card {i} free share {c} out of [0, 1]"
+            key = self.index.where.get(node.id)
+            assert key == bucket_key(node) and node.id in self.index.buckets[key], \
+                f"node {node.id} is indexed under {key}, not under its free capacity {bucket_key(node)}"
+        assert set(self.index.where) == set(self.nodes), "the node index and the node set differ"
 
 
 class _NoFit(Exception):

@@ -8,20 +8,40 @@ All or nothing: a policy returns a node for every worker or ``None``.
 - ``spread``: least-allocated first, re-scored after every worker (CubeStudio's
   RequestedToCapacityRatio shape: utilisation 0 -> score 10, 100 -> 0).
 - ``strict_pack``: every worker on one node. ``strict_spread``: distinct nodes.
-- ``auto``: jobs that use accelerators pack, CPU-only jobs spread; RDMA jobs
-  prefer nodes of one ``cuberay.io/rdma-domain``.
+- ``frag``: the node where the worker grows the cluster's expected GPU
+  fragmentation least under the recent request mix (:mod:`.frag`); a gang that
+  no single node holds packs.
+- ``best_fit``: the node left with the least free GPU and CPU.
+- ``random``: any node that fits (a baseline for comparisons).
+- ``auto``: jobs that use accelerators use ``frag``; CPU-only jobs spread over
+  nodes without accelerators while those can hold them, and once those are
+  full go where they strand the fewest cards (``frag``); on a cluster without
+  such nodes they spread; RDMA jobs prefer nodes of one
+  ``cuberay.io/rdma-domain``.
+
+On a large cluster (``INDEX_MIN_NODES``) the nodes are read from the ledger's
+free-capacity index (:mod:`.node_index`), a bounded number per decision.
 """
 
 from __future__ import annotations
 
 import heapq
+import random
 from typing import Iterable, Mapping, Sequence
 
-from cuberay.platform.policy.ledger import FitCounter, NodeState, workers_that_fit
+from cuberay.platform.policy.frag import FragScorer, frag_memo
+from cuberay.platform.policy.ledger import FitCounter, Ledger, NodeState, workers_that_fit
 from cuberay.platform.spec.common import Placement  # noqa: F401 (policy code names it from here)
 from cuberay.platform.spec.resources import CPU, MEMORY, WorkerRequest
 
 LABEL_RDMA_DOMAIN = "cuberay.io/rdma-domain"
+# Below this many nodes a scan of every node is cheap and keeps the exact global order (ties by node id).
+INDEX_MIN_NODES = 512
+CANDIDATES = 32          # nodes that fit, read from the index before a policy chooses among them
+FRAG_CANDIDATES = 96     # frag scores more of them, ...
+FRAG_PER_BUCKET = 4      # ... a few of each kind of node state
+RANDOM_DRAWS = 64        # ``random`` draws this many nodes before it lists every node that fits
+_EPS = 1e-9
 
 Reserved = Mapping[str, Mapping[str, float]]  # node id -> amounts held for a blocked job
 
@@ -45,18 +65,70 @@ def utilization(node: NodeState, keys: Sequence[str], extra: float = 0.0, req: W
     return total / n if n else 0.0
 
 
-def place(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: Placement | str,
+def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, policy: Placement | str,
           *, reserved: Reserved | None = None, empty: bool = False) -> list[str] | None:
     """Return one node id per worker, or ``None`` if the gang cannot be placed now.
 
+    ``nodes`` is the ledger (then a large cluster is read through its free-capacity
+    index, and ``frag`` weighs the ledger's recent request mix) or any nodes.
     ``reserved`` holds amounts other jobs may not use; ``empty`` places on the
     nodes as if nothing ran (the "could it ever fit" check).
     """
-    policy = Placement(policy).resolve(req)
-    selector = req.node_selector()
+    asked = Placement(policy)
+    policy = asked.resolve(req)
+    ledger = nodes if isinstance(nodes, Ledger) else None
     counter = FitCounter(req, empty)
+    avoid_gpu = asked in (Placement.AUTO, Placement.FRAG) and not req.card_resource
+    if policy is Placement.RANDOM and ledger is not None and count == 1 and not empty:
+        drawn = _draw(ledger, req, counter, reserved, avoid_gpu)
+        if drawn is not None:
+            return [drawn]
+    if ledger is not None and not empty and len(ledger.nodes) >= INDEX_MIN_NODES:
+        fits = _indexed_fits(ledger, req, count, policy, counter, reserved, avoid_gpu)
+    else:
+        fits = _scan_fits(ledger.nodes.values() if ledger is not None else nodes, req, counter, reserved)
+    if avoid_gpu:  # CPU-only work stays off accelerator nodes while the others can hold it
+        plain = [(n, k) for n, k in fits if not n.card_resource]
+        if sum(k for _, k in plain) >= count:
+            fits = plain
+        elif asked is Placement.AUTO and plain:
+            policy = Placement.FRAG  # the plain nodes are full: go where it strands the fewest cards
+    if sum(k for _, k in fits) < count:
+        return None
+    keys = score_key(req)
+    if req.rdma_fabric and policy in (Placement.PACK, Placement.FRAG):
+        return _pack_rdma(fits, req, count, keys, empty)
+    if policy is Placement.FRAG:
+        mix = ledger.mix if ledger is not None else None
+        memo = frag_memo(ledger.cache, mix) if ledger is not None else None
+        return _frag(fits, req, count, keys, empty, FragScorer(req, mix, memo))
+    if policy is Placement.RANDOM:
+        return _random(fits, count, ledger.rng if ledger is not None else random.Random(0))
+    return _POLICIES[policy](fits, req, count, keys, empty)
+
+
+def _draw(ledger: Ledger, req: WorkerRequest, counter: FitCounter, reserved: Reserved | None,
+          avoid_gpu: bool) -> str | None:
+    """A node drawn uniformly from those that fit one worker (draws until one fits; None after many misses)."""
+    key = ("node-list",)
+    ids = ledger.cache.get(key)
+    if ids is None:
+        ids = ledger.cache[key] = list(ledger.nodes)
+    selector = req.node_selector()
+    for _ in range(RANDOM_DRAWS):
+        node = ledger.nodes[ids[ledger.rng.randrange(len(ids))]]
+        if not node.alive or (selector and not node.matches(selector)) or (avoid_gpu and node.card_resource):
+            continue
+        if counter(node, reserved.get(node.id) if reserved else None) > 0:
+            return node.id
+    return None  # the caller falls back to choosing among the nodes that fit (from the index when large)
+
+
+def _scan_fits(nodes: Iterable[NodeState], req: WorkerRequest, counter: FitCounter,
+               reserved: Reserved | None) -> list[tuple[NodeState, int]]:
+    """Every node that holds at least one worker now, with how many."""
+    selector = req.node_selector()
     fits: list[tuple[NodeState, int]] = []
-    room = 0
     whole, card = counter.whole_cards, counter.card
     for node in nodes:
         if not node.alive or (selector and not node.matches(selector)):
@@ -68,13 +140,61 @@ def place(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: Pl
             k = counter(node, held)
         if k > 0:
             fits.append((node, k))
-            room += k
-    if room < count:
-        return None
-    keys = score_key(req)
-    if req.rdma_fabric and policy is Placement.PACK:
-        return _pack_rdma(fits, req, count, keys, empty)
-    return _POLICIES[policy](fits, req, count, keys, empty)
+    return fits
+
+
+def _indexed_fits(ledger: Ledger, req: WorkerRequest, count: int, policy: Placement, counter: FitCounter,
+                  reserved: Reserved | None, avoid_gpu: bool) -> list[tuple[NodeState, int]]:
+    """A bounded set of nodes that fit, read from the ledger's free-capacity index.
+
+    First nodes that might hold the whole gang, in the order the policy prefers
+    (tightest first; loosest first to spread), until ``CANDIDATES`` of them fit
+    (``frag``: a few of every bucket, so every kind of node state is scored);
+    then, only if those cannot hold the gang, more nodes until they can.
+    """
+    index = ledger.index
+    need, cpus = counter.need, req.resources.get(CPU, 0.0)
+    loose_first = policy in (Placement.SPREAD, Placement.STRICT_SPREAD)
+
+    def ordered(keys: list[tuple], loose: bool) -> list[tuple]:
+        keys.sort(key=index.room, reverse=loose)
+        if avoid_gpu:
+            keys.sort(key=lambda k: k[0] != "")  # stable: nodes without cards first
+        return keys
+
+    one_node = count > 1 and policy in (Placement.PACK, Placement.STRICT_PACK, Placement.FRAG, Placement.BEST_FIT)
+    if one_node:  # first the nodes that might hold the whole gang
+        first = ordered(index.keys_for(counter.card, need * count if need >= 1.0 - _EPS else need,
+                                       cpus * count), loose_first)
+    else:
+        first = ordered(index.keys_for(counter.card, need, cpus), loose_first)
+    frag = policy is Placement.FRAG
+    limit = FRAG_CANDIDATES if frag else CANDIDATES
+    selector = req.node_selector()
+    fits: list[tuple[NodeState, int]] = []
+    seen: set[str] = set()
+    room = 0
+
+    def take(keys: list[tuple], per_bucket: int | None, enough) -> None:
+        nonlocal room
+        for node in index.nodes(keys, per_bucket):
+            if node.id in seen or not node.alive or (selector and not node.matches(selector)):
+                continue
+            seen.add(node.id)
+            k = counter(node, reserved.get(node.id) if reserved else None)
+            if k > 0:
+                fits.append((node, k))
+                room += k
+                if enough():
+                    return
+
+    take(first, FRAG_PER_BUCKET if frag else None, lambda: len(fits) >= limit)
+    wanted = count if policy is Placement.STRICT_SPREAD else 1
+    if room < count or len(fits) < wanted:
+        # A gang no node holds: the roomiest nodes first, so that it spans as few as it can.
+        rest = ordered(index.keys_for(counter.card, need, cpus), loose_first or one_node)
+        take(rest, None, lambda: room >= count and len(fits) >= wanted)
+    return fits
 
 
 def _util(node: NodeState, keys: Sequence[str], empty: bool) -> float:
@@ -158,11 +278,59 @@ def _pack_rdma(fits, req, count, keys, empty) -> list[str] | None:
     return best[1] if best else _pack(fits, req, count, keys, empty)
 
 
+def _frag(fits, req, count, keys, empty, scorer: FragScorer) -> list[str] | None:
+    """The node where the gang's workers grow expected fragmentation least; gangs no node holds pack."""
+    if empty:
+        return _pack(fits, req, count, keys, empty)  # "could it ever fit": any placement answers
+    best = None
+    for node, k in fits:
+        if k >= count:
+            grow, gpu_left, cpu_left = scorer.delta(node, count)
+            cand = (grow, gpu_left, cpu_left, node.id)
+            if best is None or cand < best:
+                best = cand
+    if best is not None:
+        return [best[3]] * count
+    return _pack(fits, req, count, keys, empty)
+
+
+def _best_fit(fits, req, count, keys, empty) -> list[str] | None:
+    """The node left with the least free (sum of free fractions over GPU and CPU) that holds the gang."""
+    best = None
+    for node, k in fits:
+        if k >= count:
+            left = 0.0
+            for name in (req.card_resource or CPU, CPU) if req.card_resource else (CPU, MEMORY):
+                cap = node.capacity.get(name, 0.0)
+                if cap > 0:
+                    have = cap if empty else node.free.get(name, 0.0)
+                    left += (have - count * req.resources.get(name, 0.0)) / cap
+            cand = (round(left, 9), node.id)
+            if best is None or cand < best:
+                best = cand
+    return [best[1]] * count if best else _pack(fits, req, count, keys, empty)
+
+
+def _random(fits, count: int, rng: random.Random) -> list[str] | None:
+    """Each worker on a node drawn uniformly from those with room left (a baseline for comparisons)."""
+    pool = [[node.id, k] for node, k in fits]
+    out: list[str] = []
+    while len(out) < count and pool:
+        i = rng.randrange(len(pool))
+        out.append(pool[i][0])
+        pool[i][1] -= 1
+        if pool[i][1] == 0:
+            pool[i] = pool[-1]
+            pool.pop()
+    return out if len(out) == count else None
+
+
 _POLICIES = {
     Placement.PACK: _pack,
     Placement.SPREAD: _spread,
     Placement.STRICT_PACK: _strict_pack,
     Placement.STRICT_SPREAD: _strict_spread,
+    Placement.BEST_FIT: _best_fit,
 }
 
 
@@ -177,19 +345,26 @@ def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: 
         return (f"no node has the labels {labels}; remove the constraint or add nodes with these labels "
                 f"(check the gpu type in resources.gpu and spec.node_selector)")
     per_node = max((workers_that_fit(n, req, empty=True) for n in matching), default=0)
+    card = req.card_resource
+    share = req.resources.get(card, 0.0) if card else 0.0
     if per_node == 0:
-        biggest = max(matching, key=lambda n: sum(n.capacity.values()))
+        with_cards = [n for n in matching if n.card_resource == card] if card else []
+        biggest = max(with_cards or matching, key=lambda n: sum(n.capacity.values()))
+        rule = ("; a share of a card runs on a node that also has the worker's other resources free"
+                if 0 < share < 1 else "")
         return (f"one worker needs {_fmt(req.resources)} but the largest matching node has "
-                f"{_fmt(biggest.capacity)}; lower the per-worker resources")
+                f"{_fmt(biggest.capacity)}{rule}; lower the per-worker resources")
     capacity = sum(workers_that_fit(n, req, empty=True) for n in matching)
+    rule = (f" (a card holds {int(1 / share + 1e-9)} share(s) of {share:g}; shares of different cards do not "
+            f"add up)" if 0 < share < 1 else "")
     if policy is Placement.STRICT_PACK and per_node < count:
-        return (f"strict_pack needs all {count} workers on one node but a node holds at most {per_node}; "
+        return (f"strict_pack needs all {count} workers on one node but a node holds at most {per_node}{rule}; "
                 f"lower workers to {per_node} or use placement pack")
     if policy is Placement.STRICT_SPREAD and len(matching) < count:
         return (f"strict_spread needs {count} distinct nodes but only {len(matching)} match; "
                 f"lower workers or use placement spread")
     return (f"the gang of {count} workers x {_fmt(req.resources)} is larger than the cluster "
-            f"(at most {capacity} such workers fit on empty nodes); lower workers or per-worker resources")
+            f"(at most {capacity} such workers fit on empty nodes{rule}); lower workers or per-worker resources")
 
 
 def _fmt(res: Mapping[str, float]) -> str:

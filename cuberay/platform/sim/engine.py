@@ -196,6 +196,8 @@ class Report:
     tenants: dict[str, dict[str, float]]
     nodes: int
     gpus: float
+    arrived_gpu_demand: float = 0.0      # GPUs asked for by the jobs submitted so far / capacity
+    placement: str = "trace"             # the placement every job used, or "trace" (each job's own)
     timeline: list[tuple[float, float, int]] = field(default_factory=list, repr=False)
     jcts: list[float] = field(default_factory=list, repr=False)
 
@@ -228,7 +230,8 @@ _FINISH, _ARRIVE = 0, 1
 
 class _Sim:
     def __init__(self, jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], tenants: Mapping[str, TenantQuota],
-                 policy: Policy, checkpoint_interval_s: float, restart_cost_s: float) -> None:
+                 policy: Policy, checkpoint_interval_s: float, restart_cost_s: float,
+                 placement: str | None = None) -> None:
         ledger = Ledger()
         for n in cluster:
             ledger.add_node(n.id, n.capacity, n.labels)
@@ -246,10 +249,12 @@ class _Sim:
         self.busy_gpu_s = self.busy_cap_s = 0.0
         self.used_gpu_s = 0.0        # allocated GPU-seconds over the whole replay
         self.stopped_early = False   # ended at ``until`` rather than after the last event
+        self.placement = placement   # overrides every job's placement when set
+        self.arrived_gpus = 0.0      # GPU demand submitted so far (per worker x workers)
         self.timeline: list[tuple[float, float, int]] = []
         self.now = 0.0
 
-    def run(self, until: float | None) -> None:
+    def run(self, until: float | None, until_demand: float | None = None) -> None:
         for i, job in enumerate(self.jobs):
             self.progress[job.id] = _Progress(job)
             self.events.append((job.submit_time, _ARRIVE, i, job.id))
@@ -267,6 +272,9 @@ class _Sim:
                 self._arrive(job_id) if kind == _ARRIVE else self._finish(job_id, gen)
             if len(self.state.queue) or self.state.elastic:  # elastic jobs may grow into what an event freed
                 self._cycle()
+            if until_demand is not None and self.arrived_gpus >= until_demand * self.capacity_gpus - 1e-9:
+                self.stopped_early = True
+                return
 
     def _advance(self, t: float) -> None:
         dt = t - self.now
@@ -286,8 +294,9 @@ class _Sim:
         quota = self.state.tenants.get(tj.tenant)
         worker = confine_to_pools(worker, quota.pools if quota else None)
         elastic = tj.max_workers is not None and tj.max_workers > tj.workers
-        req = JobRequest(tj.id, tj.tenant, worker, tj.workers, tj.placement, tj.priority, tj.submit_time,
-                         max_workers=tj.max_workers if elastic else None, resizable=elastic)
+        req = JobRequest(tj.id, tj.tenant, worker, tj.workers, self.placement or tj.placement, tj.priority,
+                         tj.submit_time, max_workers=tj.max_workers if elastic else None, resizable=elastic)
+        self.arrived_gpus += tj.total_gpus
         if self.state.submit(req) is not None:
             self.rejected += 1
         p.queued_since = self.now
@@ -395,6 +404,8 @@ class _Sim:
             allocated_at_end={k: self.state.ledger.total_capacity.get(k, 0.0) - v
                               for k, v in self.state.ledger.total_free.items()},
             tenants=self._tenant_report(), nodes=len(self.state.ledger.nodes), gpus=self.capacity_gpus,
+            arrived_gpu_demand=self.arrived_gpus / self.capacity_gpus if self.capacity_gpus else 0.0,
+            placement=self.placement or "trace",
             timeline=self.timeline, jcts=jcts)
 
     def _tenant_report(self) -> dict[str, dict[str, float]]:
@@ -413,7 +424,8 @@ class _Sim:
 def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
              tenants: Mapping[str, TenantQuota] | None = None, policy: Policy | str = "cuberay", *,
              checkpoint_interval_s: float = 1800.0, restart_cost_s: float = 60.0,
-             until: float | None = None) -> Report:
+             until: float | None = None, until_demand: float | None = None,
+             placement: str | None = None) -> Report:
     """Replay ``jobs`` on ``cluster`` under ``policy`` and measure it.
 
     Args:
@@ -424,6 +436,10 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
         checkpoint_interval_s: a preempted job keeps progress up to its last checkpoint.
         restart_cost_s: allocated, useless time when a preempted job starts again.
         until: stop at this simulated time (seconds from the first submission) and report the state then.
+        until_demand: stop once the GPUs asked for by the jobs submitted so far reach this fraction of the
+            cluster's GPUs (1.0: arrived demand equals capacity), after placing what arrived, and report then.
+        placement: a placement policy for every job (``frag``, ``best_fit``, ``pack``, ...), in place of
+            the trace's.
     Returns:
         A :class:`Report`.
     """
@@ -431,9 +447,9 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
     ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
     quotas = dict(tenants) if tenants is not None else proportional_quotas(ordered, cluster)
     t0 = _time.perf_counter()
-    sim = _Sim(ordered, cluster, quotas, pol, checkpoint_interval_s, restart_cost_s)
+    sim = _Sim(ordered, cluster, quotas, pol, checkpoint_interval_s, restart_cost_s, placement)
     start = ordered[0].submit_time if ordered else 0.0
-    sim.run(None if until is None else start + until)
+    sim.run(None if until is None else start + until, until_demand)
     return sim.report(pol, _time.perf_counter() - t0)
 
 

@@ -60,13 +60,16 @@ class Placement(str, Enum):
     SPREAD = "spread"
     STRICT_PACK = "strict_pack"
     STRICT_SPREAD = "strict_spread"
+    FRAG = "frag"
+    BEST_FIT = "best_fit"
+    RANDOM = "random"
     AUTO = "auto"
 
     def resolve(self, req: WorkerRequest) -> "Placement":
-        """``auto`` becomes pack for accelerator jobs and spread for CPU-only jobs."""
+        """``auto`` becomes frag for accelerator jobs and spread for CPU-only jobs."""
         if self is not Placement.AUTO:
             return self
-        return Placement.PACK if req.card_resource else Placement.SPREAD
+        return Placement.FRAG if req.card_resource else Placement.SPREAD
 
 
 # ---------------------------------------------------------------- resources

@@ -56,7 +56,8 @@ class WorkloadSpec(SpecModel):
                                             "TuneJob: concurrent trial slots; ServeApp: replicas.")
     resources: WorkerResources = Field(default_factory=WorkerResources, description="Resources of EACH worker.")
     placement: Placement = Field(Placement.AUTO, strict=False, description="pack | spread | strict_pack | "
-                                 "strict_spread | auto (GPU jobs pack, CPU jobs spread).")
+                                 "strict_spread | frag (least GPU fragmentation) | best_fit | random | auto "
+                                 "(GPU jobs frag, CPU-only jobs spread and keep off GPU nodes while others fit).")
     node_selector: Labels = Field(default_factory=dict, description="Node labels every worker's node must have, "
                                                                     "e.g. cuberay.io/pool: a100.")
     priority: int | None = Field(None, description="Priority (higher first); null = the tenant's default.")
