@@ -14,6 +14,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.control import small
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 
@@ -59,6 +60,7 @@ def uninstall(timeout_s: float = 60.0) -> bool:
     if handle is None:
         return False
     ray.kill(handle, no_restart=True)
+    small.remove_runner()  # the small jobs' runner goes with its controller
     deadline = time.monotonic() + timeout_s
     while find() is not None:  # the name is freed once the GCS has marked the actor dead
         if time.monotonic() > deadline:

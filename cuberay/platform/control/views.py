@@ -12,6 +12,7 @@ from typing import Any
 import ray
 
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control import small
 from cuberay.platform.control.records import QueueEntry, TenantUsage
 from cuberay.platform.control.store import EventRecord, JobRecord
 from cuberay.platform.policy.admission import queue_order
@@ -41,6 +42,9 @@ class Views:
     async def logs(self, ref: str) -> tuple[str, bool]:
         """(the current attempt's driver log, whether the job is terminal)."""
         rec = self.store.find_job(ref)
+        if small.has_log(self.tenant_storage(rec.tenant), rec.id):
+            # It ran as a small job, whose Ray task writes its output into the tenant's storage.
+            return small.read_log(self.tenant_storage(rec.tenant), rec.id), rec.state.is_terminal
         if not rec.submission_id:
             return "", rec.state.is_terminal
         return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
