@@ -37,6 +37,7 @@ from ray._private import state as ray_state
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import correcting
+from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.launcher import (
@@ -58,6 +59,7 @@ from cuberay.platform.policy.admission import (
     Preempt,
     Reserve,
     RunningJob,
+    queue_order,
     schedule,
 )
 from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request, with_headroom
@@ -101,8 +103,10 @@ class Controller(Views, DriverAPI, ServeAPI):
         self._last_external_check = 0.0
         self._lock = asyncio.Lock()
         self._ticks = 0
+        self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
         self._apply_nodes(live_nodes(ray.nodes()), time.time(), announce=False)
         self._recover(time.time())
+        self._publish()
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     # ------------------------------------------------------------------ recovery
@@ -182,6 +186,12 @@ class Controller(Views, DriverAPI, ServeAPI):
             await self._start_drivers(time.time())
             self._observe()
             self._ticks += 1
+            self._publish()
+
+    def _publish(self) -> None:
+        """Replace the snapshot the reads serve (see control/snapshot.py)."""
+        self.snapshot = snap.take(self.state, self.waits, queue_order(self.state),
+                                  conv.tenant_usages(self.platform, self.state), self._ticks)
 
     # ------------------------------------------------------------------ nodes
 
