@@ -25,6 +25,12 @@ from tests.support import wait_for
 CAP = 2
 
 
+def small_jobs_on(platform, max_drivers: int = 8) -> None:
+    """The session's platform with small jobs on (the shared fixture keeps every job a Ray Job)."""
+    scheduler = {**platform.spec["spec"]["scheduler"], "small_jobs": True, "max_drivers": max_drivers}
+    client.install({**platform.spec, "spec": {**platform.spec["spec"], "scheduler": scheduler}}, replace=True)
+
+
 def small(name: str, command: str, tenant: str = "a") -> dict[str, Any]:
     return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
             "metadata": {"name": f"{name}-{uuid.uuid4().hex[:6]}", "tenant": tenant},
@@ -45,9 +51,7 @@ def alive(pid: int) -> bool:
 
 
 def test_small_jobs_keep_identity_logs_and_the_cap(platform, tmp_path: Path) -> None:
-    spec = {**platform.spec, "spec": {**platform.spec["spec"], "scheduler": {"cycle_interval_s": 0.5,
-                                                                            "max_drivers": CAP}}}
-    client.install(spec, replace=True)
+    small_jobs_on(platform, CAP)
     spans = tmp_path / "spans"
     spans.mkdir()
     # Each run records when it started and ended: the overlap is measured by the runs themselves.
@@ -78,6 +82,7 @@ def test_small_jobs_keep_identity_logs_and_the_cap(platform, tmp_path: Path) -> 
 
 
 def test_stopping_or_killing_one_small_job_leaves_the_others_running(platform, tmp_path: Path) -> None:
+    small_jobs_on(platform)
     pids = tmp_path / "pids"
     pids.mkdir()
     command = f"echo $$ > {pids}/$KFJ_TASK_ID; exec sleep 600"
@@ -108,20 +113,22 @@ def test_stopping_or_killing_one_small_job_leaves_the_others_running(platform, t
 
 
 def test_a_small_job_survives_a_controller_restart(platform, tmp_path: Path) -> None:
+    small_jobs_on(platform)
     marker = tmp_path / "started"
     ref = client.submit(small("survivor", f"touch {marker}; exec sleep 600"), "a")
     wait_for(marker.exists, 60, "the small job to start")
-    old_pid = ray.get(platform.controller.ping.remote(), timeout=60)["pid"]
-    ray.kill(platform.controller, no_restart=False)
+    controller = client.connect()
+    old_pid = ray.get(controller.ping.remote(), timeout=60)["pid"]
+    ray.kill(controller, no_restart=False)
 
     def restarted() -> bool:
         try:
-            info = ray.get(platform.controller.ping.remote(), timeout=30)
+            info = ray.get(controller.ping.remote(), timeout=30)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
             return False
         return info["pid"] != old_pid and info["ticks"] > 0
 
     wait_for(restarted, 60, "the restarted controller to run a cycle")
     assert client.status(ref.id).state == JobState.RUNNING
-    assert ray.get(platform.controller.ping.remote(), timeout=30)["drivers"]["small"] == 1
+    assert ray.get(controller.ping.remote(), timeout=30)["drivers"]["small"] == 1
     assert client.cancel(ref.id).state == JobState.CANCELLED
