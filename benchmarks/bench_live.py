@@ -200,13 +200,13 @@ class DriverSampler:
         self._thread.join()
 
 
-def ray_tasks(names: set[str]) -> dict[str, Any]:
+def ray_tasks(names: set[str], dashboard_url: str) -> dict[str, Any]:
     """Ray's own records of the small jobs' tasks (the dashboard's task view), by name: the last attempt of each."""
     from ray.util.state import list_tasks
 
     found: dict[str, Any] = {}
-    for task in list_tasks(filters=[("type", "=", "NORMAL_TASK")], detail=True, limit=100_000,
-                           raise_on_missing_output=False, timeout=120):
+    for task in list_tasks(address=dashboard_url, filters=[("type", "=", "NORMAL_TASK")], detail=True,
+                           limit=10_000, raise_on_missing_output=False, timeout=120):
         if task.name in names:
             found[task.name] = task
     return found
@@ -221,7 +221,7 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
     return most
 
 
-def bench_drain(jobs: Any, count: int) -> dict[str, Any]:
+def bench_drain(jobs: Any, count: int, dashboard_url: str) -> dict[str, Any]:
     t0 = time.monotonic()
     with DriverSampler(jobs) as sampler:
         refs = [client.submit(tiny_task("drain"), user="bench") for _ in range(count)]
@@ -234,7 +234,7 @@ def bench_drain(jobs: Any, count: int) -> dict[str, Any]:
     import ray
 
     names = {f"{r.tenant}/{r.id}": r for r in records}
-    tasks = wait_for(lambda: (t := ray_tasks(set(names))) and
+    tasks = wait_for(lambda: (t := ray_tasks(set(names), dashboard_url)) and
                      sum(1 for x in t.values() if x.end_time_ms) >= sum("Ray task" in (r.message or "")
                                                                          for r in records) and t,
                      120, "Ray's task records", 2.0) if ray.is_initialized() else {}
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                     overhead = bench_overhead(args.probes)
                 if "drain" in parts:
                     print(f"3. drain {args.tasks} tiny Tasks, driver cap {DRIVER_CAP}", flush=True)
-                    drain = bench_drain(jobs, args.tasks)
+                    drain = bench_drain(jobs, args.tasks, url)
             finally:
                 client.down()
     result = {"machine": info, "load_avg_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)],
