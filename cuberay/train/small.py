@@ -25,6 +25,7 @@ from cuberay.train.gang import CommandProcess
 
 EXIT_TIMEOUT = 124
 POLL_S = 0.05  # output is relayed and a cancel is seen within this long
+LOST_AFTER_S = 10.0  # a run asked about but unknown this long was lost (the runner restarted)
 
 
 @ray.remote(max_retries=0)
@@ -74,6 +75,7 @@ class SmallRunner:
         self.runs: dict[str, ray.ObjectRef] = {}  # submission id -> the running task's ref
         self.stopping: set[str] = set()
         self.ends: dict[str, tuple[str, str]] = {}  # submission id -> (status, note), until collected
+        self.unknown: dict[str, float] = {}  # asked-about submission id this runner does not have -> since when
         self._changed = asyncio.Event()
         self._watchers: set[asyncio.Task] = set()
 
@@ -86,6 +88,7 @@ class SmallRunner:
         ref = run_command.options(
             **options, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(*args)
         self.runs[sid] = ref
+        self.unknown.pop(sid, None)
         watcher = asyncio.get_running_loop().create_task(self._watch(sid, ref))
         self._watchers.add(watcher)  # a strong reference until it is done (asyncio keeps only weak ones)
         watcher.add_done_callback(self._watchers.discard)
@@ -118,8 +121,11 @@ class SmallRunner:
         while True:
             self._changed.clear()
             out = {sid: self.ends.pop(sid) for sid in known if sid in self.ends}
-            out.update({sid: (FAILED, "its run was lost (the runner restarted)") for sid in known
-                        if sid not in self.runs and sid not in out})
+            now = time.monotonic()
+            for sid in known:  # unknown for a while (not just a start still on its way): lost with a restart
+                if sid not in self.runs and sid not in out and now - self.unknown.setdefault(sid, now) > LOST_AFTER_S:
+                    out[sid] = (FAILED, "its run was lost (the small-job runner restarted)")
+                    self.unknown.pop(sid, None)
             left = deadline - time.monotonic()
             if out or left <= 0:
                 return out

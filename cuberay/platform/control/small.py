@@ -109,6 +109,7 @@ class SmallRuns:
         self._ended: dict[str, str] = {}
         self._reported: list[str] = []
         self._poller: asyncio.Task | None = None
+        self._watchers: set[asyncio.Task] = set()
 
     @property
     def handle(self) -> Any:
@@ -152,8 +153,23 @@ class SmallRuns:
                    "resources": custom or None, "runtime_env": job.spec.runtime_env or None}
         path = log_file(self.storage_of(rec.tenant), rec.id, sid)
         args = (job.spec.command, dict(job.spec.env), identity, res.get("GPU", 0.0), str(path), job.max_runtime_s)
-        await self.handle.start.remote(sid, options, node_id, args)
+        # Not awaited: the runner takes calls in order, so a stop sent later finds the run; a start it refuses
+        # comes back as this run's end.
+        started = self.handle.start.remote(sid, options, node_id, args)
         self._track(sid, rec)
+        watcher = asyncio.get_running_loop().create_task(self._started(sid, started))
+        self._watchers.add(watcher)  # a strong reference until it is done (asyncio keeps only weak ones)
+        watcher.add_done_callback(self._watchers.discard)
+
+    async def _started(self, sid: str, started: Any) -> None:
+        try:
+            await started
+        except ray.exceptions.RayError as err:
+            if sid in self.runs:
+                self.runs.discard(sid)
+                self._note(sid, f"cuberay: the small-job runner could not start the run: {err}")
+                self._ended[sid] = FAILED
+                self.wake()
 
     async def _poll(self) -> None:
         """Collect ends from the runner while runs are in flight."""
