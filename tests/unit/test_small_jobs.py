@@ -40,3 +40,24 @@ def test_logs_of_every_attempt_are_read_oldest_first(tmp_path: Path) -> None:
     assert has_log(tmp_path, "a-x-1")
     assert read_log(tmp_path, "a-x-1") == "attempt one\nattempt two\n"
     assert read_log(tmp_path, "a-y-1") == ""
+
+
+def test_the_controller_side_reports_each_end_once_and_keeps_a_failed_runs_log_for_its_message(tmp_path: Path) -> None:
+    from cuberay.platform.control.small import FAILED, STOPPED, SUCCEEDED, SmallRuns
+
+    runs = SmallRuns(lambda tenant: tmp_path / tenant, lambda: None, "node")
+    for sid, job_id in (("s-ok", "a-ok-1"), ("s-bad", "a-bad-1"), ("s-stop", "a-stop-1")):
+        runs.runs.add(sid)
+        runs.paths[sid] = log_file(tmp_path / "a", job_id, sid)
+        runs.names[sid] = task_name("a", job_id)
+    runs.paths["s-bad"].parent.mkdir(parents=True)
+    runs.paths["s-bad"].write_text("line 1\nTraceback\nValueError: boom\n")
+    assert runs.in_flight() == 3
+    runs.runs.clear()
+    runs._ended = {"s-ok": SUCCEEDED, "s-bad": FAILED, "s-stop": STOPPED}
+
+    assert runs.ended() == {"s-ok": SUCCEEDED, "s-bad": FAILED, "s-stop": STOPPED}
+    assert runs.handles("s-ok") and runs.names["s-ok"] == "a/a-ok-1"  # still named in the caller's messages
+    assert runs.failure_message("s-bad") == "line 1 | Traceback | ValueError: boom"
+    assert runs.ended() == {}  # each end once
+    assert not any(runs.handles(s) for s in ("s-ok", "s-bad", "s-stop"))  # forgotten after being reported
