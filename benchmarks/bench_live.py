@@ -168,7 +168,8 @@ def bench_overhead(probes: int) -> dict[str, Any]:
             "decision_plus_launch_median_ms": round(statistics.median(d + la for d, la in zip(decision, launch)), 1),
             "submit_to_running_seen_by_client": summary(to_running),
             "measured": "controller event timestamps: submitted->admitted (admission cycle) and "
-                        "admitted->started (Ray Job submit call); client: submit() -> status RUNNING (20 ms polls)"}
+                        "admitted->started (Ray Job submit call, or a small job's start sent to its runner); "
+                        "client: submit() -> status RUNNING (20 ms polls)"}
 
 
 # ---------------------------------------------------------------- 3. drain under the driver cap
