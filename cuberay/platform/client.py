@@ -124,7 +124,17 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
     from cuberay.platform.control import install as controller
 
     _init_ray(address, log_to_driver=False)
-    return controller.install(_platform_dict(platform), replace=replace)
+    if replace:
+        controller.uninstall()
+    return _install(controller, _platform_dict(platform))
+
+
+def _install(controller: Any, spec: dict[str, Any]) -> Any:
+    """The controller and, next to it, the runner of small jobs (one-worker Tasks as Ray tasks)."""
+    from cuberay.train.small import runner
+
+    runner(controller.head_node_id())
+    return controller.install(spec)
 
 
 def uninstall() -> bool:
@@ -159,7 +169,7 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
             head = controller_head.start(controller_head.home())
         address = head["address"]
     _init_ray(address, log_to_driver=False)
-    handle = controller.find() or controller.install(spec)
+    handle = controller.find() or _install(controller, spec)
     return str(ray.get(handle.dashboard_url.remote(), timeout=60))
 
 

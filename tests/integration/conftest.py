@@ -212,7 +212,9 @@ def platform_test_spec(storage: Path) -> dict:
         "spec": {
             "storage": str(storage),
             "database": f"sqlite:///{storage / 'cuberay.db'}",
-            "scheduler": {"cycle_interval_s": 0.5, "max_drivers": 8},
+            # The tests written for Ray Job drivers keep them; tests/integration/test_small_jobs.py turns
+            # small jobs on.
+            "scheduler": {"cycle_interval_s": 0.5, "max_drivers": 8, "small_jobs": False},
             "tenants": [tenant("a", "8"), tenant("b", "8"), tenant("c", "4")],
         },
     }

@@ -253,8 +253,8 @@ def test_external_driver_runs_the_job_it_registered(platform, ray_cluster, job_c
 
 
 def test_driver_cap_keeps_admitted_jobs_waiting_for_a_slot(platform, ray_cluster, job_client) -> None:
-    spec = {**platform.spec, "spec": {**platform.spec["spec"], "scheduler": {"cycle_interval_s": 0.5,
-                                                                            "max_drivers": 1}}}
+    scheduler = {**platform.spec["spec"]["scheduler"], "max_drivers": 1}  # Ray Job drivers (small_jobs off)
+    spec = {**platform.spec, "spec": {**platform.spec["spec"], "scheduler": scheduler}}
     handle = client.install(spec, replace=True)
     refs = [client.submit(task(f"capped{i}", 1, cpu="1", sleep_s=2), "a") for i in range(2)]
     ids = [r.id for r in refs]

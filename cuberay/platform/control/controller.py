@@ -28,6 +28,7 @@ import asyncio
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 import ray
@@ -36,6 +37,7 @@ from ray._private import state as ray_state
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import correcting
+from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.launcher import (
@@ -49,6 +51,7 @@ from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.control.pipeline_api import PipelineAPI
 from cuberay.platform.control.serve_api import ServeAPI
+from cuberay.platform.control.small import SmallRuns
 from cuberay.platform.control.store import JobRecord, Store
 from cuberay.platform.control.views import Views
 from cuberay.platform.policy.admission import (
@@ -58,6 +61,7 @@ from cuberay.platform.policy.admission import (
     Reserve,
     Resize,
     RunningJob,
+    queue_order,
     schedule,
 )
 from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request, with_headroom
@@ -90,16 +94,21 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
         # On KubeRay: worker groups that may grow to maxReplicas (empty elsewhere).
         self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
         self._scale_request: list[Any] | None = None
+        self._wake = asyncio.Event()
         self.drivers = Drivers(Launcher(cluster_dashboard_url(),
-                                        max_drivers=self.platform.spec.scheduler.max_drivers))
+                                        max_drivers=self.platform.spec.scheduler.max_drivers),
+                               SmallRuns(self.tenant_storage, self._wake.set,
+                                         ray.get_runtime_context().get_node_id())
+                               if self.platform.spec.scheduler.small_jobs else None)
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0
         self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
         self._ticks = 0
+        self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
         self._apply_nodes(live_nodes(ray.nodes()), time.time(), announce=False)
         self._recover(time.time())
+        self._publish()
         self._task = asyncio.get_running_loop().create_task(self._loop())
         self._start_pipelines()  # pipeline runs continue from their recorded step states
 
@@ -141,7 +150,7 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
             if rec.driver == "external":
                 self.drivers.contact[rec.id] = now
             elif rec.state == JobState.RUNNING and rec.submission_id:
-                self.drivers.adopt(rec.submission_id, rec.id)
+                self.drivers.adopt(rec.submission_id, rec)
             else:
                 self.drivers.awaiting[rec.id] = rec.start_time or now
         self.store.add_event("controller_started",
@@ -180,6 +189,12 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
             await self._start_drivers(time.time())
             self._observe()
             self._ticks += 1
+            self._publish()
+
+    def _publish(self) -> None:
+        """Replace the snapshot the reads serve (see control/snapshot.py)."""
+        self.snapshot = snap.take(self.state, self.waits, queue_order(self.state),
+                                  conv.tenant_usages(self.platform, self.state), self._ticks)
 
     # ------------------------------------------------------------------ nodes
 
@@ -299,9 +314,10 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
             except CuberayError as err:
                 self._end(job_id, JobState.FAILED, f"could not start its Ray Job {sid}: {err}", now)
                 continue
+            what = self.drivers.what(sid)
             self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
-                                  reason=f"running as Ray Job {sid}")
-            self.store.add_event("started", f"Ray Job {sid} submitted", job_id)
+                                  reason=f"running as {what}")
+            self.store.add_event("started", f"{what} submitted", job_id)
 
     async def _follow_drivers(self, now: float) -> None:
         """Ray Job ends -> job ends (or is retried); expected STOPs of preempted drivers are dropped."""
@@ -309,13 +325,14 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
             rec = self.store.get_job(job_id)
             if rec.state.is_terminal or rec.submission_id != sid:
                 continue
+            what = self.drivers.what(sid)
             if status == SUCCEEDED:
-                self._end(job_id, JobState.SUCCEEDED, rec.message or f"Ray Job {sid} succeeded", now)
+                self._end(job_id, JobState.SUCCEEDED, rec.message or f"{what} succeeded", now)
             elif status == STOPPED:
-                self._end(job_id, JobState.CANCELLED, f"Ray Job {sid} was stopped outside cuberay", now)
+                self._end(job_id, JobState.CANCELLED, f"{what} was stopped outside cuberay", now)
             else:
                 message = await self.drivers.failure_message(sid)
-                self._failed(rec, f"Ray Job {sid} failed: {message}", now)
+                self._failed(rec, f"{what} failed: {message}", now)
 
     def _failed(self, rec: JobRecord, message: str, now: float) -> None:
         """FAILED, or back to the queue while the spec's max_failures allows another attempt."""
@@ -378,6 +395,11 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
         rec = self.store.update_job(job_id, **fields)
         self.store.add_event(state.value.lower(), message, job_id)
         return rec
+
+    def tenant_storage(self, tenant: str) -> Path:
+        """A tenant's storage folder: checkpoints, Tune results and small jobs' logs."""
+        spec = self.platform.tenant(tenant)
+        return Path(spec.storage or self.platform.storage_path() / spec.name).expanduser()
 
     def _observe(self) -> None:
         stats = {}

@@ -111,13 +111,12 @@ def short(node_id: str) -> str:
     return node_id[:8]
 
 
-def queue_entries(state: ClusterState, order: list[JobRequest], records: Mapping[str, JobRecord],
+def queue_entries(running: Iterable[RunningJob], order: Iterable[JobRequest], records: Mapping[str, JobRecord],
                   waits: Mapping[str, str], tenant: str | None, now: float | None = None) -> list[QueueEntry]:
     """Running jobs (no position) then waiting ones in admission order, each with why it waits."""
     now = time.time() if now is None else now
     out: list[QueueEntry] = []
-    running = sorted(state.running.values(), key=lambda r: r.start_time)
-    for run in running:
+    for run in sorted(running, key=lambda r: r.start_time):
         rec = records.get(run.job.id)
         if rec is None or (tenant and run.job.tenant != tenant):
             continue

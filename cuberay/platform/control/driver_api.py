@@ -14,7 +14,6 @@ from typing import Any
 from cuberay.errors import CuberayError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.store import JobRecord
-from cuberay.platform.policy.admission import queue_order
 from cuberay.platform.policy.states import JobState
 
 
@@ -26,10 +25,8 @@ class DriverAPI:
         rec = self.store.get_job(job_id)
         if rec.driver == "external" and not rec.state.is_terminal:
             self.drivers.contact[job_id] = time.time()
-        position = None
-        if rec.state.is_waiting:
-            order = [j.id for j in queue_order(self.state)]
-            position = order.index(job_id) + 1 if job_id in order else None
+        # Positions as of the last tick (the snapshot the reads use): computing the order per poll costs O(queue).
+        position = self.snapshot.positions.get(job_id) if rec.state.is_waiting else None
         reason = self.waits.get(job_id) or rec.message or rec.reason
         return {"state": rec.state.value, "position": position, "reason": reason, "attempt": rec.attempts}
 

@@ -1,7 +1,8 @@
 """The controller's drivers: which Ray Job is which job, the driver cap, stops, and heartbeats.
 
 Every admitted ``launcher`` job runs as one Ray Job (``python -m cuberay.run
-<job-id>``); an ``external`` job's driver is the user's own process, which
+<job-id>``), except a small one (a one-worker command Task), which runs as one
+named Ray task without a driver process (:mod:`.small`); an ``external`` job's driver is the user's own process, which
 polls the controller. This module keeps the bookkeeping of both apart from the
 job state machine in ``controller.py``: it says what happened to a driver, the
 controller decides what that means for the job.
@@ -16,8 +17,12 @@ import logging
 import sys
 from typing import Any
 
-from cuberay.errors import CuberayError, NotFoundError
+import ray
+
+from cuberay.errors import CuberayError, NotFoundError, PlatformNotRunningError
+from cuberay.platform.control import convert as conv
 from cuberay.platform.control.launcher import TERMINAL, Launcher
+from cuberay.platform.control.small import SmallRuns, is_small
 from cuberay.platform.control.store import JobRecord
 
 log = logging.getLogger("cuberay.controller")
@@ -26,8 +31,9 @@ log = logging.getLogger("cuberay.controller")
 class Drivers:
     """Bookkeeping of the platform's job drivers (one instance, inside the controller actor)."""
 
-    def __init__(self, launcher: Launcher) -> None:
+    def __init__(self, launcher: Launcher, small: SmallRuns | None = None) -> None:
         self.launcher = launcher
+        self.small = small                        # small jobs as Ray tasks (None: every job is a Ray Job)
         self.by_sid: dict[str, str] = {}          # Ray submission id -> job id (launcher drivers we follow)
         self.preempted: set[str] = set()          # drivers stopped by a preemption: their STOPPED is expected
         self.awaiting: dict[str, float] = {}      # ADMITTED launcher job -> when it was admitted
@@ -36,10 +42,14 @@ class Drivers:
 
     # -- bookkeeping --------------------------------------------------------------------
 
-    def adopt(self, sid: str, job_id: str) -> None:
-        """Follow a driver started before a controller restart."""
-        self.launcher.adopt([sid])
-        self.by_sid[sid] = job_id
+    def adopt(self, sid: str, rec: JobRecord) -> None:
+        """Follow a driver (or a small job's run) started before a controller restart."""
+        if self.runs_small(rec):
+            assert self.small is not None
+            self.small.adopt(sid, rec)
+        else:
+            self.launcher.adopt([sid])
+        self.by_sid[sid] = rec.id
 
     def stop(self, sid: str, *, preempted: bool) -> None:
         """Stop a driver at the end of this tick; a preempted one's STOPPED is then ignored."""
@@ -59,6 +69,9 @@ class Drivers:
         stops, self._to_stop = self._to_stop, []
         for sid in stops:
             try:
+                if self.small is not None and sid in self.small.runs:
+                    await self.small.stop(sid)
+                    continue
                 await asyncio.to_thread(self.launcher.stop, sid)
             except CuberayError as err:
                 log.warning("could not stop Ray Job %s: %s", sid, err)
@@ -66,10 +79,12 @@ class Drivers:
     async def ended(self) -> list[tuple[str, str, str]]:
         """(submission id, job id, terminal status) of followed drivers that ended since the last call."""
         try:
-            changed = await asyncio.to_thread(self.launcher.poll)
+            changed = await asyncio.to_thread(self.launcher.poll) if self.launcher.tracked() else {}
         except CuberayError as err:
             log.warning("cannot poll Ray Jobs: %s", err)
-            return []
+            changed = {}
+        if self.small is not None:
+            changed.update(self.small.ended())
         out = []
         for sid, status in changed.items():
             if status not in TERMINAL:
@@ -81,16 +96,44 @@ class Drivers:
                 out.append((sid, job_id, status))
         return out
 
+    def in_flight(self) -> int:
+        """Ray Job drivers and small runs in flight: the driver cap bounds both together."""
+        return self.launcher.in_flight() + (self.small.in_flight() if self.small is not None else 0)
+
     def full(self) -> str | None:
         """Why no driver can start now, or None."""
-        if self.launcher.can_start():
+        if self.in_flight() < self.launcher.max_drivers:
             return None
-        return (f"admitted; waiting for a driver slot ({self.launcher.in_flight()} of "
-                f"{self.launcher.max_drivers} Ray Job drivers running)")
+        return (f"admitted; waiting for a driver slot ({self.in_flight()} of "
+                f"{self.launcher.max_drivers} job drivers running)")
+
+    def runs_small(self, rec: JobRecord) -> bool:
+        return (self.small is not None and is_small(rec.kind, rec.spec.get("spec", {}))
+                and self.small.available())
+
+    def what(self, sid: str) -> str:
+        """How messages name the run of ``sid``: its Ray Job, or a small job's Ray task."""
+        if self.small is not None and self.small.handles(sid):
+            return f"Ray task {self.small.names.get(sid, sid)}"
+        return f"Ray Job {sid}"
 
     async def start(self, sid: str, rec: JobRecord) -> None:
-        """Submit the Ray Job of one attempt (raises CuberayError; PlatformNotRunningError: retry later)."""
+        """Submit the Ray Job (or a small job's Ray task) of one attempt.
+
+        Raises CuberayError; PlatformNotRunningError: retry later.
+        """
         spec = rec.spec.get("spec", {})
+        if self.runs_small(rec):
+            assert self.small is not None
+            try:
+                await self.small.start(sid, rec, conv.node_ids_of(rec.allocation)[0], conv.identity(rec, sid))
+            except (CuberayError, ValueError, TypeError, OSError) as err:
+                raise CuberayError(f"cannot submit its Ray task: {err}") from err
+            except ray.exceptions.RayError as err:
+                raise PlatformNotRunningError(f"the small-job runner is unreachable: {err}") from err
+            self.by_sid[sid] = rec.id
+            self.awaiting.pop(rec.id, None)
+            return
         await asyncio.to_thread(
             self.launcher.start, sid, f"{sys.executable} -m cuberay.run {rec.id}",
             metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
@@ -114,6 +157,8 @@ class Drivers:
 
     async def failure_message(self, sid: str) -> str:
         """The last lines of a failed driver's log: usually the error."""
+        if self.small is not None and self.small.handles(sid):
+            return self.small.failure_message(sid)
         try:
             text = await self.logs(sid)
         except CuberayError:
@@ -122,7 +167,8 @@ class Drivers:
         return " | ".join(lines[-3:])[-600:] or "no output"
 
     def info(self) -> dict[str, Any]:
-        return {"in_flight": self.launcher.in_flight(), "max_drivers": self.launcher.max_drivers,
+        return {"in_flight": self.in_flight(), "max_drivers": self.launcher.max_drivers,
+                "small": self.small.in_flight() if self.small is not None else 0,
                 "awaiting": len(self.awaiting), "external": len(self.contact)}
 
 

@@ -14,8 +14,10 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.control import small
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
+from cuberay.platform.control.snapshot import READS
 
 
 def head_node_id() -> str:
@@ -37,7 +39,8 @@ def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: fl
     """Create the detached controller on the head node (or return the running one); waits until it answers."""
     if replace:
         uninstall(timeout_s=timeout_s)
-    actor = ray.remote(Controller).options(
+    # Reads run on a thread of their own, off the admission loop (control/snapshot.py).
+    actor = ray.remote(concurrency_groups={READS: 32})(Controller).options(
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))
@@ -59,6 +62,7 @@ def uninstall(timeout_s: float = 60.0) -> bool:
     if handle is None:
         return False
     ray.kill(handle, no_restart=True)
+    small.remove_runner()  # the small jobs' runner goes with its controller
     deadline = time.monotonic() + timeout_s
     while find() is not None:  # the name is freed once the GCS has marked the actor dead
         if time.monotonic() > deadline:

@@ -1,71 +1,93 @@
 """The controller's read-only API: job records, the queue, tenants, nodes, logs, health.
 
 A mixin of :class:`cuberay.platform.control.controller.Controller`: these calls
-read the store and the admission state the controller owns and change nothing.
+change nothing. Those marked ``READS`` run on the actor's reads thread, so an
+admission cycle in progress never delays them: they read the store and the last
+published :class:`~cuberay.platform.control.snapshot.Snapshot`, never the live
+admission state (control/snapshot.py says why).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import ray
 
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control import small
 from cuberay.platform.control.records import QueueEntry, TenantUsage
+from cuberay.platform.control.snapshot import READS, Snapshot
 from cuberay.platform.control.store import EventRecord, JobRecord
-from cuberay.platform.policy.admission import queue_order
 from cuberay.platform.policy.states import JobState
 
 ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
 class Views:
-    """Read-only calls; the controller supplies store, state, ledger, waits, drivers, platform and _ticks."""
+    """Read-only calls; the controller supplies store, snapshot, drivers, platform and _ticks."""
 
+    snapshot: Snapshot
+
+    @ray.method(concurrency_group=READS)
     async def status(self, ref: str) -> JobRecord:
         rec = self.store.find_job(ref)
-        return self._live(rec)
+        return self._live(rec, self.snapshot)
 
-    def _live(self, rec: JobRecord) -> JobRecord:
-        reason = self.waits.get(rec.id)
+    @staticmethod
+    def _live(rec: JobRecord, snapshot: Snapshot) -> JobRecord:
+        reason = snapshot.waits.get(rec.id)
         return rec.model_copy(update={"reason": reason}) if reason and not rec.state.is_terminal else rec
 
+    @ray.method(concurrency_group=READS)
     async def list_jobs(self, tenant: str | None = None, states: list[str] | None = None,
                         limit: int | None = None) -> list[JobRecord]:
-        return [self._live(r) for r in self.store.list_jobs(tenant, states, limit)]
+        snapshot = self.snapshot
+        return [self._live(r, snapshot) for r in self.store.list_jobs(tenant, states, limit)]
 
+    @ray.method(concurrency_group=READS)
     async def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
         return self.store.events(job_id, limit)
 
     async def logs(self, ref: str) -> tuple[str, bool]:
         """(the current attempt's driver log, whether the job is terminal)."""
         rec = self.store.find_job(ref)
+        if small.has_log(self.tenant_storage(rec.tenant), rec.id):
+            # It ran as a small job, whose Ray task writes its output into the tenant's storage.
+            return small.read_log(self.tenant_storage(rec.tenant), rec.id), rec.state.is_terminal
         if not rec.submission_id:
             return "", rec.state.is_terminal
         return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
 
     # ------------------------------------------------------------------ API: views
 
+    @ray.method(concurrency_group=READS)
     async def queue(self, tenant: str | None = None) -> list[QueueEntry]:
+        snapshot = self.snapshot
         records = {r.id: r for r in self.store.list_jobs(tenant, ACTIVE)}
-        return conv.queue_entries(self.state, queue_order(self.state), records, self.waits, tenant)
+        return conv.queue_entries(snapshot.running, snapshot.order, records, snapshot.waits, tenant)
 
+    @ray.method(concurrency_group=READS)
     async def tenants(self) -> list[TenantUsage]:
-        return conv.tenant_usages(self.platform, self.state)
+        return list(self.snapshot.tenants)
 
+    @ray.method(concurrency_group=READS)
     async def running(self) -> dict[str, list[str]]:
-        """Job id -> node id per worker, for every job holding an allocation now."""
-        return {job_id: run.allocation.node_ids for job_id, run in self.state.running.items()}
+        """Job id -> node id per worker, for every job holding an allocation (as of the last tick)."""
+        return dict(self.snapshot.allocations)
 
+    @ray.method(concurrency_group=READS)
     async def nodes(self) -> list[dict[str, Any]]:
-        """The ledger's nodes: capacity, free (after cuberay and foreign use), labels."""
-        return [{"node_id": n.id, "capacity": dict(n.capacity), "free": dict(n.free), "labels": dict(n.labels)}
-                for n in self.ledger.nodes.values()]
+        """The ledger's nodes: capacity, free (after cuberay and foreign use), labels (as of the last tick)."""
+        return list(self.snapshot.nodes)
 
+    @ray.method(concurrency_group=READS)
     async def ping(self) -> dict[str, Any]:
         return {"platform": self.platform.metadata.name, "database": self.store.url,
                 "dashboard_url": self.drivers.launcher.dashboard_url, "ticks": self._ticks,
+                "snapshot": {"ticks": self.snapshot.ticks, "age_s": round(time.time() - self.snapshot.time, 3),
+                             "build_ms": round(self.snapshot.build_ms, 1)},
                 "drivers": self.drivers.info(),
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 

@@ -154,7 +154,11 @@ class SchedulerSettings(SpecModel):
     las_threshold_gpu_hours: float | None = Field(1.0, gt=0, description="Least-attained-service: jobs that used "
                                                   "more GPU-hours than this drop behind newer ones and may be "
                                                   "preempted by them (Tiresias-style); null = off.")
-    max_drivers: int = Field(16, ge=1, description="Most job drivers (Ray Jobs) running at once.")
+    max_drivers: int = Field(16, ge=1, description="Most job drivers running at once: Ray Jobs and small jobs' "
+                                                    "Ray tasks together.")
+    small_jobs: bool = Field(True, description="Run one-worker command Tasks as named Ray tasks without a driver "
+                                               "process of their own (much faster to start); false: every job is "
+                                               "a Ray Job.")
     cycle_interval_s: float = Field(2.0, gt=0, description="Seconds between admission cycles.")
 
 

@@ -1,0 +1,154 @@
+"""The body of small jobs: a detached actor that runs one-worker command Tasks as named Ray tasks.
+
+The controller (:mod:`cuberay.platform.control.small`) decides which jobs are small and
+tracks them; this module is what runs them. ``SmallRunner`` submits and owns the Ray
+tasks, so they outlive a controller restart; ``run_command`` is one job's task: its
+command as rank 0 of a world of 1 with cuberay's environment, in a process group of
+its own, its output appended to the job's log file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from cuberay.platform.control.head import NAMESPACE
+from cuberay.platform.control.small import FAILED, RUNNER_NAME, STOPPED, SUCCEEDED
+from cuberay.train.env import compose_env, worker_env
+from cuberay.train.gang import CommandProcess
+
+EXIT_TIMEOUT = 124
+POLL_S = 0.05  # output is relayed and a cancel is seen within this long
+LOST_AFTER_S = 10.0  # a run asked about but unknown this long was lost (the runner restarted)
+
+
+@ray.remote(max_retries=0)
+def run_command(command: str, user_env: dict[str, str], identity: Any, gpus: float, log_path: str,
+                timeout_s: float | None) -> int:
+    """The body of a small job: ``bash -c command`` as rank 0 of a world of 1; returns the shell's exit code.
+
+    A ``ray.cancel`` arrives as KeyboardInterrupt in the poll loop; ``finally`` then kills the
+    command's process group. If this worker process dies instead, the command's watchdog kills it.
+    """
+    ip = ray.util.get_node_ip_address()
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        port = int(sock.getsockname()[1])
+    env = worker_env(rank=0, world_size=1, master_addr=ip, master_port=port, hosts=[ip], gpus_per_worker=gpus,
+                     job=identity, node_id=ray.get_runtime_context().get_node_id())
+    path = Path(log_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    with path.open("a", buffering=1) as out:
+        proc = CommandProcess(command, compose_env(env, base=os.environ, user=user_env))
+        code: int | None = None
+        try:
+            while code is None:
+                lines, code = proc.poll(POLL_S)
+                out.writelines(line + "\n" for line in lines)
+                if code is None and deadline is not None and time.monotonic() > deadline:
+                    out.write(f"cuberay: timed out after {timeout_s:g}s; stopping the command\n")
+                    return EXIT_TIMEOUT
+            if code != 0:
+                out.write(f"cuberay: the command exited with code {code}\n")
+            return code
+        finally:
+            if code is None:
+                proc.kill()
+            else:
+                proc._release_watchdog()
+
+
+class SmallRunner:
+    """The detached actor that submits and owns small jobs' Ray tasks (``ray.remote`` is applied by :func:`runner`).
+
+    Async: ``ended`` long-polls while ``start`` and ``stop`` go on.
+    """
+
+    def __init__(self) -> None:
+        self.runs: dict[str, ray.ObjectRef] = {}  # submission id -> the running task's ref
+        self.stopping: set[str] = set()
+        self.ends: dict[str, tuple[str, str]] = {}  # submission id -> (status, note), until collected
+        self.unknown: dict[str, float] = {}  # asked-about submission id this runner does not have -> since when
+        self._changed = asyncio.Event()
+        self._watchers: set[asyncio.Task] = set()
+
+    async def start(self, sid: str, options: dict[str, Any], node_id: str, args: tuple) -> None:
+        """Submit one attempt's task (idempotent: a resent start of a known run does nothing)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if sid in self.runs or sid in self.ends:
+            return
+        ref = run_command.options(
+            **options, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(*args)
+        self.runs[sid] = ref
+        self.unknown.pop(sid, None)
+        watcher = asyncio.get_running_loop().create_task(self._watch(sid, ref))
+        self._watchers.add(watcher)  # a strong reference until it is done (asyncio keeps only weak ones)
+        watcher.add_done_callback(self._watchers.discard)
+
+    async def _watch(self, sid: str, ref: ray.ObjectRef) -> None:
+        note = ""
+        try:
+            code = await ref
+            status = SUCCEEDED if code == 0 else FAILED
+        except ray.exceptions.TaskCancelledError:
+            status = STOPPED
+        except ray.exceptions.RayError as err:
+            status = STOPPED if sid in self.stopping else FAILED
+            note = f"the job's Ray task failed: {type(err).__name__}: {_first_line(err)}"
+        self.runs.pop(sid, None)
+        self.stopping.discard(sid)
+        self.ends[sid] = (status, note)
+        self._changed.set()
+
+    async def stop(self, sid: str) -> None:
+        """Cancel one run: its task sees KeyboardInterrupt and kills its command's process group."""
+        ref = self.runs.get(sid)
+        if ref is not None:
+            self.stopping.add(sid)
+            ray.cancel(ref, force=False)
+
+    async def ended(self, known: list[str], wait_s: float) -> dict[str, tuple[str, str]]:
+        """Ends of runs among ``known`` (waits up to ``wait_s`` for one); a run this runner never had is FAILED."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            self._changed.clear()
+            out = {sid: self.ends.pop(sid) for sid in known if sid in self.ends}
+            now = time.monotonic()
+            for sid in known:  # unknown for a while (not just a start still on its way): lost with a restart
+                if sid not in self.runs and sid not in out and now - self.unknown.setdefault(sid, now) > LOST_AFTER_S:
+                    out[sid] = (FAILED, "its run was lost (the small-job runner restarted)")
+                    self.unknown.pop(sid, None)
+            left = deadline - time.monotonic()
+            if out or left <= 0:
+                return out
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=left)
+            except asyncio.TimeoutError:
+                pass
+
+    async def running(self) -> list[str]:
+        return list(self.runs)
+
+
+def runner(node_id: str) -> Any:
+    """The small jobs' runner, created detached on ``node_id`` (the controller's) if it is not running."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return ray.remote(SmallRunner).options(
+        name=RUNNER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
+        max_restarts=-1, max_task_retries=0, max_concurrency=1000,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+
+
+
+def _first_line(err: Exception) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__

@@ -1,0 +1,134 @@
+"""Small jobs (one-worker command Tasks) run as named Ray tasks, without a driver process of their own.
+
+What must hold as for a Ray Job: the job is visible in Ray (its task named for the
+tenant and job, with its state), its output is what ``cuberay logs`` shows, the
+driver cap bounds how many run at once, and stopping or killing one never stops
+another.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.state import list_tasks
+
+from cuberay.platform import client
+from cuberay.platform.policy.states import JobState
+from tests.support import wait_for
+
+CAP = 2
+
+
+def small_jobs_on(platform, max_drivers: int = 8) -> None:
+    """The session's platform with small jobs on (the shared fixture keeps every job a Ray Job)."""
+    scheduler = {**platform.spec["spec"]["scheduler"], "small_jobs": True, "max_drivers": max_drivers}
+    client.install({**platform.spec, "spec": {**platform.spec["spec"], "scheduler": scheduler}}, replace=True)
+
+
+def small(name: str, command: str, tenant: str = "a") -> dict[str, Any]:
+    return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
+            "metadata": {"name": f"{name}-{uuid.uuid4().hex[:6]}", "tenant": tenant},
+            "spec": {"workers": 1, "resources": {"cpu": "100m"}, "command": command}}
+
+
+def ray_task(name: str) -> Any:
+    tasks = list_tasks(filters=[("name", "=", name)], detail=True, raise_on_missing_output=False)
+    return tasks[-1] if tasks else None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_small_jobs_keep_identity_logs_and_the_cap(platform, tmp_path: Path) -> None:
+    small_jobs_on(platform, CAP)
+    spans = tmp_path / "spans"
+    spans.mkdir()
+    # Each run records when it started and ended: the overlap is measured by the runs themselves.
+    command = (f"{sys.executable} -c \"import os,time; t=time.time(); print('hello from', os.environ['KFJ_TASK_ID'],"
+               f" 'tenant', os.environ['KFJ_TASK_PROJECT_NAME'], 'rank', os.environ['RANK']); time.sleep(0.5); "
+               f"open('{spans}/' + os.environ['KFJ_TASK_ID'], 'w').write(f'{{t}} {{time.time()}}')\"")
+    refs = [client.submit(small("tiny", command), "a") for _ in range(6)]
+    ids = [r.id for r in refs]
+    records = wait_for(lambda: (rs := [client.status(j) for j in ids]) and all(r.state.is_terminal for r in rs)
+                       and rs, 120, "the small jobs to end")
+    assert [r.state for r in records] == [JobState.SUCCEEDED] * len(ids), records
+    assert all("Ray task a/" in (r.message or "") for r in records), [r.message for r in records]
+
+    for job_id in ids:
+        text = "".join(client.logs(job_id))
+        assert f"hello from {job_id} tenant a rank 0" in text, text
+        task = wait_for(lambda: (t := ray_task(f"a/{job_id}")) and t.state == "FINISHED" and t, 60,
+                        f"Ray's task list to show a/{job_id} FINISHED")
+        assert task.name == f"a/{job_id}"
+
+    intervals = sorted(tuple(map(float, (spans / j).read_text().split())) for j in ids)
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    live = most = 0
+    for _, step in events:
+        live += step
+        most = max(most, live)
+    assert most <= CAP, f"{most} small jobs ran at once; the cap is {CAP}"
+
+
+def test_stopping_or_killing_one_small_job_leaves_the_others_running(platform, tmp_path: Path) -> None:
+    small_jobs_on(platform)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    command = f"echo $$ > {pids}/$KFJ_TASK_ID; exec sleep 600"
+    cancelled, killed, kept = (client.submit(small(n, command), "b") for n in ("cancelled", "killed", "kept"))
+
+    def pid_of(job_id: str) -> int:
+        path = pids / job_id
+        return int(path.read_text()) if path.exists() and path.read_text().strip() else 0
+
+    wait_for(lambda: all(pid_of(r.id) for r in (cancelled, killed, kept)), 60, "all three commands to start")
+    assert all(client.status(r.id).state == JobState.RUNNING for r in (cancelled, killed, kept))
+
+    assert client.cancel(cancelled.id).state == JobState.CANCELLED
+    wait_for(lambda: not alive(pid_of(cancelled.id)), 30, "the cancelled job's command to be killed")
+
+    os.kill(pid_of(killed.id), signal.SIGKILL)
+    record = wait_for(lambda: (r := client.status(killed.id)).state.is_terminal and r, 30,
+                      "the killed job to end")
+    assert record.state == JobState.FAILED and "137" in (record.message or ""), record
+
+    # Both ends are processed; the third job must still run.
+    assert client.status(kept.id).state == JobState.RUNNING
+    assert alive(pid_of(kept.id))
+    task = wait_for(lambda: ray_task(f"b/{kept.id}"), 30, "Ray's task list to show the kept job")
+    assert task.name == f"b/{kept.id}" and task.state not in ("FINISHED", "FAILED"), task
+    assert client.cancel(kept.id).state == JobState.CANCELLED
+    wait_for(lambda: not alive(pid_of(kept.id)), 30, "the kept job's command to be killed")
+
+
+def test_a_small_job_survives_a_controller_restart(platform, tmp_path: Path) -> None:
+    small_jobs_on(platform)
+    marker = tmp_path / "started"
+    ref = client.submit(small("survivor", f"touch {marker}; exec sleep 600"), "a")
+    wait_for(marker.exists, 60, "the small job to start")
+    controller = client.connect()
+    old_pid = ray.get(controller.ping.remote(), timeout=60)["pid"]
+    ray.kill(controller, no_restart=False)
+
+    def restarted() -> bool:
+        try:
+            info = ray.get(controller.ping.remote(), timeout=30)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+            return False
+        return info["pid"] != old_pid and info["ticks"] > 0
+
+    wait_for(restarted, 60, "the restarted controller to run a cycle")
+    assert client.status(ref.id).state == JobState.RUNNING
+    assert ray.get(controller.ping.remote(), timeout=30)["drivers"]["small"] == 1
+    assert client.cancel(ref.id).state == JobState.CANCELLED

@@ -1,0 +1,63 @@
+"""Which jobs run as small jobs (one named Ray task, no driver process), and where their output goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuberay.platform.control.small import has_log, is_small, log_file, read_log, task_name
+
+
+@pytest.mark.parametrize(("kind", "spec", "small"), [
+    ("Task", {"workers": 1, "command": "true"}, True),
+    ("Task", {"command": "true"}, True),  # workers defaults to 1
+    ("Task", {"workers": 1, "command": "true", "resources": {"cpu": "1", "gpu": "1"}}, True),
+    ("Task", {"workers": 2, "command": "true"}, False),  # a gang needs its placement group and driver
+    ("Task", {"workers": {"min": 1, "max": 2}, "command": "true"}, False),
+    ("TrainJob", {"workers": 1, "command": "true"}, False),
+    ("Task", {"workers": 1, "command": "true", "env": {"TASK_RESOURCE_CPU": "2"}}, False),  # a sized driver
+    ("Task", {"workers": 1, "command": "true", "resources": {"rdma": "1(roce)"}}, False),  # NCCL set-up
+])
+def test_one_worker_command_tasks_are_small(kind: str, spec: dict, small: bool) -> None:
+    assert is_small(kind, spec) is small
+
+
+def test_task_name_leads_with_the_tenant() -> None:
+    assert task_name("research", "research-hello-3") == "research/research-hello-3"
+
+
+def test_logs_of_every_attempt_are_read_oldest_first(tmp_path: Path) -> None:
+    assert not has_log(tmp_path, "a-x-1") and read_log(tmp_path, "a-x-1") == ""
+    first, second = log_file(tmp_path, "a-x-1", "cuberay-a-x-1"), log_file(tmp_path, "a-x-1", "cuberay-a-x-1-2")
+    assert first.parent == tmp_path / "logs" / "a-x-1"
+    first.parent.mkdir(parents=True)
+    first.write_text("attempt one\n")
+    second.write_text("attempt two\n")
+    import os
+
+    os.utime(first, (1, 1))
+    assert has_log(tmp_path, "a-x-1")
+    assert read_log(tmp_path, "a-x-1") == "attempt one\nattempt two\n"
+    assert read_log(tmp_path, "a-y-1") == ""
+
+
+def test_the_controller_side_reports_each_end_once_and_keeps_a_failed_runs_log_for_its_message(tmp_path: Path) -> None:
+    from cuberay.platform.control.small import FAILED, STOPPED, SUCCEEDED, SmallRuns
+
+    runs = SmallRuns(lambda tenant: tmp_path / tenant, lambda: None, "node")
+    for sid, job_id in (("s-ok", "a-ok-1"), ("s-bad", "a-bad-1"), ("s-stop", "a-stop-1")):
+        runs.runs.add(sid)
+        runs.paths[sid] = log_file(tmp_path / "a", job_id, sid)
+        runs.names[sid] = task_name("a", job_id)
+    runs.paths["s-bad"].parent.mkdir(parents=True)
+    runs.paths["s-bad"].write_text("line 1\nTraceback\nValueError: boom\n")
+    assert runs.in_flight() == 3
+    runs.runs.clear()
+    runs._ended = {"s-ok": SUCCEEDED, "s-bad": FAILED, "s-stop": STOPPED}
+
+    assert runs.ended() == {"s-ok": SUCCEEDED, "s-bad": FAILED, "s-stop": STOPPED}
+    assert runs.handles("s-ok") and runs.names["s-ok"] == "a/a-ok-1"  # still named in the caller's messages
+    assert runs.failure_message("s-bad") == "line 1 | Traceback | ValueError: boom"
+    assert runs.ended() == {}  # each end once
+    assert not any(runs.handles(s) for s in ("s-ok", "s-bad", "s-stop"))  # forgotten after being reported
