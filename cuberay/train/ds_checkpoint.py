@@ -12,8 +12,9 @@ ZeRO partitions come back as DeepSpeed saved them; nothing is gathered on one ra
 
 Rank 0 also writes ``cuberay.json`` (the caller's ``meta``, e.g. the epoch, and the
 world size). When a run comes back with another world size, DeepSpeed cannot
-re-partition ZeRO optimizer shards saved for the old one, so only the module weights
-are loaded and the optimizer starts afresh (said in the log).
+re-partition ZeRO optimizer shards saved for the old one, so under ZeRO-1/2 only the
+module weights are loaded and the optimizer starts afresh (said in the log); a ZeRO-3
+checkpoint, whose weights are partitioned too, is refused with how to convert it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ def restore(engine: Any) -> dict[str, Any] | None:
         with open(os.path.join(directory, META_FILE)) as f:
             meta = json.load(f)
         same_world = int(meta.get("world_size", 0)) == dist.get_world_size()
+        if not same_world and engine.zero_optimization_stage() == 3:
+            raise RuntimeError(f"the ZeRO-3 checkpoint {checkpoint.path} was saved by {meta.get('world_size')} ranks "
+                               f"and cannot be loaded by {dist.get_world_size()} (each rank holds a share of the "
+                               f"weights); run with {meta.get('world_size')} workers, or convert it to full weights "
+                               f"with its zero_to_fp32.py")
         if not same_world and dist.get_rank() == 0:
             print(f"cuberay: checkpoint saved by {meta.get('world_size')} ranks, run has {dist.get_world_size()}: "
                   f"loading the DeepSpeed module weights only; the optimizer state starts afresh", flush=True)

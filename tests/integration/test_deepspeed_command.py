@@ -18,7 +18,7 @@ from cuberay.train.gang import run_command_gang
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO_ROOT / "configs" / "jobs" / "train-deepspeed-command.yaml"
-JOB = JobIdentity(job_id="ds-1", name="digits-deepspeed-command", tenant="vision", user="alice", run_id="r1",
+JOB = JobIdentity(job_id="ds-1", name="digits-deepspeed-command", tenant="nlp", user="alice", run_id="r1",
                   kind="trainjob", cpu="1", memory="1Gi", gpu="0", rdma="")
 OK = re.compile(r"ds_train ok rank=(\d) world=(\d) local_rank=0 zero=2 loss=([\d.]+)")
 
