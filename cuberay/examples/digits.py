@@ -5,8 +5,12 @@
 ``config["deepspeed_config"]`` is given. The data ships with scikit-learn, so it
 runs offline; 2 workers on 2 CPUs finish in seconds. Each epoch it reports
 ``epoch, loss, accuracy, world_size, node_ids`` (the Ray node id of every rank,
-gathered from the workers themselves) and ``engine`` (``ddp`` or ``deepspeed-zeroN``) and, from rank 0, a checkpoint; a restarted
-run (preemption, ``max_failures``) resumes after the last checkpointed epoch.
+gathered from the workers themselves) and ``engine`` (``ddp`` or ``deepspeed-zeroN``) and a
+checkpoint; a restarted run (preemption, ``max_failures``) resumes after the last
+checkpointed epoch. Under DDP rank 0 saves the weights (``model.pt``). Under DeepSpeed
+every rank saves its shard with DeepSpeed's own ``save_checkpoint`` and a restart loads
+them with ``load_checkpoint`` (:mod:`cuberay.train.ds_checkpoint`); rank 0 adds the
+gathered weights as ``model.pt``, which serving loads.
 
 Config keys: ``epochs`` (8), ``lr`` (0.05), ``batch_size`` (32), ``hidden`` (64),
 ``seed`` (0), ``deepspeed_config`` (optional dict), ``epoch_sleep_s`` (0: a pause after each
@@ -30,6 +34,8 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+
+from cuberay.train import ds_checkpoint
 
 MODEL_FILE = "model.pt"
 
@@ -94,14 +100,40 @@ def _restore(model: nn.Module) -> int:
     return int(saved["epoch"]) + 1
 
 
-def _report(metrics: dict[str, Any], model: nn.Module, epoch: int) -> None:
-    """Every rank reports; only rank 0 attaches a checkpoint (the weights are replicated)."""
+def _restore_deepspeed(engine: Any) -> int:
+    """Load the DeepSpeed shards of the last checkpoint if the run is a restart; return the first epoch to run."""
+    meta = ds_checkpoint.restore(engine)
+    if meta is None:
+        return 0
+    print(f"resumed from checkpoint: epoch {int(meta['epoch']) + 1} (DeepSpeed shards of "
+          f"{meta['world_size']} ranks)", flush=True)
+    return int(meta["epoch"]) + 1
+
+
+def _weights(model: nn.Module) -> dict[str, torch.Tensor] | None:
+    """Rank 0's copy of the whole weights for ``model.pt`` (inside :func:`_full_weights` under ZeRO-3)."""
     if ray.train.get_context().get_world_rank() != 0:
+        return None
+    return {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
+
+
+def _report(metrics: dict[str, Any], weights: dict[str, torch.Tensor] | None, epoch: int,
+            engine: Any = None) -> None:
+    """Every rank reports. DDP: rank 0 attaches ``model.pt`` (the weights are replicated). DeepSpeed: every
+    rank attaches its DeepSpeed shard, rank 0 also ``model.pt``."""
+
+    def save_weights(directory: str) -> None:
+        if weights is not None:
+            torch.save({"model": weights, "epoch": epoch}, os.path.join(directory, MODEL_FILE))
+
+    if engine is not None:
+        ds_checkpoint.report(engine, metrics, meta={"epoch": epoch}, also=save_weights)
+        return
+    if weights is None:
         ray.train.report(metrics)
         return
     with tempfile.TemporaryDirectory() as directory:
-        torch.save({"model": model.state_dict(), "epoch": epoch},
-                   os.path.join(directory, MODEL_FILE))
+        save_weights(directory)
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
 
 
@@ -144,12 +176,16 @@ def _deepspeed_step(model: nn.Module, lr: float, batch_size: int, ds_config: dic
 
 
 def _stepper(base: nn.Module, config: dict[str, Any], lr: float, batch_size: int):
-    """(one optimisation step, its name): DeepSpeed ZeRO when configured, else DDP."""
+    """(one optimisation step, its name, the DeepSpeed engine or None, the first epoch to run).
+
+    DeepSpeed ZeRO when configured, else DDP; either resumes from the run's last checkpoint.
+    """
     if config.get("deepspeed_config"):
         engine, step = _deepspeed_step(base, lr, batch_size, dict(config["deepspeed_config"]))
-        return step, f"deepspeed-zero{engine.zero_optimization_stage()}"
+        return step, f"deepspeed-zero{engine.zero_optimization_stage()}", engine, _restore_deepspeed(engine)
+    first_epoch = _restore(base)
     model = ray.train.torch.prepare_model(base)
-    return _ddp_step(model, torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)), "ddp"
+    return _ddp_step(model, torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)), "ddp", None, first_epoch
 
 
 def train_func(config: dict[str, Any]) -> None:
@@ -159,10 +195,9 @@ def train_func(config: dict[str, Any]) -> None:
     torch.manual_seed(seed)
     train_set, test_set = _datasets(seed)
     base = _model(int(config.get("hidden", 64)))
-    first_epoch = _restore(base)
     loader = ray.train.torch.prepare_data_loader(
         DataLoader(train_set, batch_size=batch_size, shuffle=True))
-    step, how = _stepper(base, config, lr, batch_size)
+    step, how, engine, first_epoch = _stepper(base, config, lr, batch_size)
     node_ids = _node_ids()
     for epoch in range(first_epoch, epochs):
         if hasattr(loader.sampler, "set_epoch"):  # DistributedSampler: reshuffle each epoch
@@ -172,5 +207,6 @@ def train_func(config: dict[str, Any]) -> None:
             metrics = {"epoch": epoch, "loss": sum(losses) / len(losses),
                        "accuracy": _accuracy(base, test_set), "world_size": len(node_ids),
                        "node_ids": node_ids, "engine": how}
-            _report(metrics, base, epoch)
+            weights = _weights(base)
+        _report(metrics, weights, epoch, engine)  # outside the gather: DeepSpeed saves ZeRO-3's own partitions
         time.sleep(float(config.get("epoch_sleep_s", 0)))

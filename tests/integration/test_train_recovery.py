@@ -1,4 +1,8 @@
-"""Recovery from a lost worker process: Ray Train restarts the group in place and resumes from its checkpoint."""
+"""Recovery from a lost worker process: Ray Train restarts the group in place and resumes from its checkpoint.
+
+DDP resumes from rank 0's weights; DeepSpeed ZeRO-2 from the shards every rank saved with DeepSpeed's own
+``save_checkpoint`` into the same Ray Train checkpoint (cuberay.train.ds_checkpoint).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import re
 import signal
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +23,7 @@ from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 
 RESUMED = re.compile(r"resumed from checkpoint: epoch (\d+)")
+CHECKPOINT = re.compile(r"checkpoint (/\S+)")
 
 
 def train_workers(address: str) -> dict[str, int]:
@@ -36,11 +42,8 @@ def ddp_job(**spec: Any) -> dict[str, Any]:
                      "env": {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}, **spec}}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_killed_train_worker_resumes_from_checkpoint(platform, ray_cluster, job_client) -> None:
-    before = set(train_workers(ray_cluster.address))
-    ref = client.submit(ddp_job(max_failures=1, config={"epochs": 5, "epoch_sleep_s": 1.5}))
+def kill_one_worker_after_a_checkpoint(ref: Any, ray_cluster, job_client, before: set[str]) -> tuple[Any, str]:
+    """Wait for the run's first checkpoint, SIGKILL one of its two Train workers; return (final record, log)."""
     try:
         wait_for(lambda: client.status(ref.id).checkpoint_time, 150, f"{ref.id} to report a checkpoint")
     except AssertionError:
@@ -57,6 +60,15 @@ def test_killed_train_worker_resumes_from_checkpoint(platform, ray_cluster, job_
     resumed = [int(n) for n in RESUMED.findall(logs)]
     assert resumed and min(resumed) > 0, logs[-3000:]
     assert record.attempts == 1  # restarted by Ray Train inside the attempt, not requeued
+    return record, logs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_killed_train_worker_resumes_from_checkpoint(platform, ray_cluster, job_client) -> None:
+    before = set(train_workers(ray_cluster.address))
+    ref = client.submit(ddp_job(max_failures=1, config={"epochs": 5, "epoch_sleep_s": 1.5}))
+    record, _ = kill_one_worker_after_a_checkpoint(ref, ray_cluster, job_client, before)
     # Each worker reported its peak use for resource correction; the run is one sample.
     with Store(platform.spec["spec"]["database"]) as store:
         ((_, cpu, memory_gib),) = store.usage_history("a", record.name, since=0)
@@ -75,3 +87,19 @@ def test_command_gang_out_of_retries_fails_with_the_workers_error(platform) -> N
     assert record.state == JobState.FAILED
     assert record.attempts == 2  # the whole gang ran again once, within its budget
     assert "boom: disk full" in (record.message or "") or "code 7" in (record.message or ""), record.message
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_killed_deepspeed_worker_resumes_from_its_deepspeed_shards(platform, ray_cluster, job_client) -> None:
+    before = set(train_workers(ray_cluster.address))
+    ref = client.submit(ddp_job(max_failures=1, backend="deepspeed", deepspeed={"zero_optimization": {"stage": 2}},
+                                config={"epochs": 4, "epoch_sleep_s": 1.5}))
+    _, logs = kill_one_worker_after_a_checkpoint(ref, ray_cluster, job_client, before)
+    assert "(DeepSpeed shards of 2 ranks)" in logs, logs[-3000:]
+    # The last checkpoint holds DeepSpeed's own files from both ranks, and model.pt for serving.
+    (path,) = CHECKPOINT.findall(logs)[-1:]
+    shards = sorted(p.name for p in Path(path, "deepspeed").iterdir())
+    assert shards == ["mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                      "zero_pp_rank_1_mp_rank_00_optim_states.pt"], shards
+    assert Path(path, "model.pt").is_file()
