@@ -60,6 +60,17 @@ def resolve_tenant(platform: Platform, user: str, requested: str | None) -> Tena
     return platform.resolve_tenant(user, requested)
 
 
+def same_request(earlier: JobRecord, job: Job) -> JobRecord:
+    """The job an earlier submit with the same request id made; SpecError if that id named another job."""
+    if (earlier.kind, earlier.name) != (job.kind, job.name):
+        raise SpecError(f"request id {earlier.request_id!r} was already used for {earlier.kind} {earlier.name!r} "
+                        f"(job {earlier.id}), not {job.kind} {job.name!r}; use a new request id for a new job",
+                        path="request_id")
+    if earlier.state == JobState.REJECTED:
+        raise AdmissionError(f"job {earlier.id} rejected: {earlier.reason}")
+    return earlier
+
+
 def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
                 attained_gpu_s: float = 0.0) -> JobRequest:
     """The scheduler's view of a job: gang of min_workers, growing to max_workers when elastic."""

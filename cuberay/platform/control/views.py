@@ -11,6 +11,7 @@ from typing import Any
 
 import ray
 
+from cuberay.platform.control import access
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.records import QueueEntry, TenantUsage
 from cuberay.platform.control.store import EventRecord, JobRecord
@@ -21,10 +22,12 @@ ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNI
 
 
 class Views:
-    """Read-only calls; the controller supplies store, state, ledger, waits, drivers, platform and _ticks."""
+    """Read-only calls; the controller supplies store, state, ledger, waits, drivers, platform, _ticks and
+    _authorize."""
 
-    async def status(self, ref: str) -> JobRecord:
+    async def status(self, ref: str, user: str | None = None) -> JobRecord:
         rec = self.store.find_job(ref)
+        self._authorize(rec, user, access.READ)
         return self._live(rec)
 
     def _live(self, rec: JobRecord) -> JobRecord:
@@ -38,9 +41,10 @@ class Views:
     async def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
         return self.store.events(job_id, limit)
 
-    async def logs(self, ref: str) -> tuple[str, bool]:
+    async def logs(self, ref: str, user: str | None = None) -> tuple[str, bool]:
         """(the current attempt's driver log, whether the job is terminal)."""
         rec = self.store.find_job(ref)
+        self._authorize(rec, user, access.READ)
         if not rec.submission_id:
             return "", rec.state.is_terminal
         return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
