@@ -17,7 +17,7 @@ from typing import Sequence
 from cuberay.errors import SpecError
 from cuberay.platform.policy import fit
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
-from cuberay.platform.sim.engine import TraceJob, load_generic, load_philly
+from cuberay.platform.sim.engine import TraceJob, _parse_time, load_generic, load_philly
 from cuberay.platform.spec import Platform
 from cuberay.platform.spec.load import parse_duration
 
@@ -86,6 +86,12 @@ def load_trace(path: str | Path, fmt: TraceFormat | None = None, start: str | No
     """
     path = str(path)
     fmt = fmt or detect_format(path)
+    for value, what in ((start, "--start"), (end, "--end")):
+        if value is not None and fmt is TraceFormat.philly and not is_offset(value):
+            try:
+                _parse_time(value)
+            except SpecError as err:
+                raise SpecError(err.reason, path=what) from None
     if fmt is TraceFormat.generic:
         lo, hi = _generic_bound(start, "--start"), _generic_bound(end, "--end")
         return check_jobs(load_generic(path, lo, hi), path)
@@ -129,8 +135,8 @@ def _generic_bound(value: str | None, what: str) -> float | None:
     if value is None:
         return None
     if not is_offset(value):
-        raise SpecError(f"{what} {value!r}: a generic trace counts time in seconds from its start, so give "
-                        f"seconds or a duration such as '7d', not a date")
+        raise SpecError(f"{value!r}: a generic trace counts time in seconds from its start, so give "
+                        f"seconds or a duration such as '7d', not a date", path=what)
     return seconds(value, what)
 
 
