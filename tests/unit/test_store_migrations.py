@@ -120,3 +120,12 @@ def test_request_ids_are_unique_per_user(tmp_path: Path) -> None:
         with pytest.raises(store_mod.CuberayError, match="already submitted request id 'x'"):
             s.add_job(JobRecord(id="t-n-5", seq=5, user="alice", request_id="x", **base))
         assert s.find_request("alice", "x").id == "t-n-1" and s.find_request("carol", "x") is None
+
+
+def test_prefix_owner_finds_another_pair_with_the_same_id_prefix(tmp_path: Path) -> None:
+    with Store(f"sqlite:///{tmp_path / 'db.db'}") as s:
+        base = dict(kind="Task", user="u", spec={}, state=JobState.SUCCEEDED, priority=0, submit_time=1.0, seq=1)
+        s.add_job(JobRecord(id="a-b-c-1", tenant="a-b", name="c", **base))
+        assert s.prefix_owner("a", "b-c").tenant == "a-b"  # 'a' + 'b-c' would also be 'a-b-c'
+        assert s.prefix_owner("a-b", "c") is None  # the same pair is no clash
+        assert s.prefix_owner("a", "b") is None and s.prefix_owner("a", "b-c-d") is None

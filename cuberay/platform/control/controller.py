@@ -398,6 +398,13 @@ class Controller(Views, DriverAPI, ServeAPI):
                 raise
             if job.tenant != owner.name:
                 job = job.with_tenant(owner.name)
+            clash = self.store.prefix_owner(owner.name, job.name)
+            if clash is not None:
+                problem = (f"job name {job.name!r} in tenant {owner.name!r} makes the id prefix "
+                           f"'{owner.name}-{job.name}', which tenant {clash.tenant!r}'s job {clash.name!r} already "
+                           f"uses (job ids and Ray Serve app names are '<tenant>-<name>'); rename the job")
+                self.store.add_event("rejected", problem)
+                raise AdmissionError(problem)
             now = time.time()
             job, correction = correcting.apply(self.store, job, self.state.tenants.get(owner.name),
                                                [n.capacity for n in self.ledger.nodes.values()], now)

@@ -26,7 +26,8 @@ class SeqFloor:
 
     @staticmethod
     def key(tenant: str, name: str) -> bytes:
-        return f"job-seq/{tenant}/{name}".encode()
+        # By the id's prefix, not the pair: what must not repeat is the id (and the Ray Job id made of it).
+        return f"job-seq/{tenant}-{name}".encode()
 
     def next(self, tenant: str, name: str, store_next: int) -> int:
         """The seq of a new job: the store's next one, or one above the cluster's highest if that is higher."""

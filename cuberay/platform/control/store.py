@@ -308,6 +308,16 @@ class Store:
                 select(func.max(_JobRow.seq)).where(_JobRow.tenant == tenant, _JobRow.name == name))
         return (top or 0) + 1
 
+    def prefix_owner(self, tenant: str, name: str) -> JobRecord | None:
+        """A job of another tenant/name pair whose id starts the same: '<tenant>-<name>' (tenant 'a-b', name
+        'c' and tenant 'a', name 'b-c' are both 'a-b-c'), which also names its Ray Serve app."""
+        prefix = f"{tenant}-{name}"
+        query = (select(_JobRow).where(_JobRow.tenant + "-" + _JobRow.name == prefix, _JobRow.tenant != tenant)
+                 .order_by(_JobRow.submit_time.desc()).limit(1))
+        with self._sessions() as session:
+            row = session.scalar(query)
+            return None if row is None else JobRecord.model_validate(row)
+
     def add_job(self, record: JobRecord) -> None:
         try:
             with self._sessions.begin() as session:
