@@ -39,3 +39,12 @@ def test_infinite_counts_in_a_trace_are_refused_at_their_line(text: str, tmp_pat
     with pytest.raises(SpecError) as refused:
         load_trace(path)
     assert refused.value.path == "line 2" and "infinity" in str(refused.value)
+
+
+def test_a_search_space_type_that_is_not_text_is_a_spec_error() -> None:  # found by the fuzzer: TypeError
+    from cuberay.errors import SpecError
+    from cuberay.platform.spec.search_space import validate
+
+    with pytest.raises(SpecError) as refused:
+        validate({"x1": {"_type": [], "_value": [-5, 10]}})
+    assert refused.value.path == "search_space.x1"
