@@ -159,8 +159,17 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
             head = controller_head.start(controller_head.home())
         address = head["address"]
     _init_ray(address, log_to_driver=False)
-    handle = controller.find() or controller.install(spec)
+    handle = controller.find()
+    if handle is None:
+        handle = controller.install(spec)
+    else:  # already up: apply the (possibly edited) platform file to it, without stopping any job
+        _call("reload", spec, current_user())
     return str(ray.get(handle.dashboard_url.remote(), timeout=60))
+
+
+def reload(platform_file: str | None = None) -> list[str]:
+    """Apply an edited platform file to the running controller; returns what changed."""
+    return _call("reload", _platform_dict(find_platform_file(platform_file)), current_user())
 
 
 def down() -> None:

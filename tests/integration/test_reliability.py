@@ -89,3 +89,50 @@ def test_other_tenants_jobs_are_refused_with_exit_3_and_logged(platform, monkeyp
     assert client.status(ref.id).state in {JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING}
     assert client.cancel(ref.id).state == JobState.CANCELLED
     assert "cancelled by admin" in client.status(ref.id).message
+
+
+def gpu_task(name: str, gpu: str, sleep_s: float) -> dict[str, Any]:
+    spec = tiny(name, sleep_s=sleep_s)
+    spec["spec"]["resources"] = {"cpu": "500m", "gpu": gpu}
+    return spec
+
+
+@pytest.mark.timeout(300)
+def test_cuberay_up_with_an_edited_file_reloads_quotas_without_killing_jobs(platform, ray_cluster,
+                                                                            tmp_path: Path) -> None:
+    import yaml
+
+    running = client.submit(gpu_task(f"big-{uuid.uuid4().hex[:6]}", "4", 600), "a")
+    wait_for(lambda: client.status(running.id).state == JobState.RUNNING, 90, "the 4-GPU job to run")
+    lowered = yaml.safe_load(yaml.safe_dump(platform.spec))
+    quota = lowered["spec"]["tenants"][0]["quota"]  # tenant a: max 8 GPUs -> 2, below the 4 in use
+    quota["guaranteed"]["gpu"], quota["max"]["gpu"] = "2", "2"
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(lowered))
+    client.up(str(path), address=ray_cluster.address)  # the controller is up: this reloads it
+
+    waiting = client.submit(gpu_task(f"small-{uuid.uuid4().hex[:6]}", "1", 0), "a")
+    wait_for(lambda: "max GPU" in client.status(waiting.id).reason, 30, "the new job to wait for a's new max")
+    assert client.status(running.id).state == JobState.RUNNING  # over its new max, but never killed
+    events = ctl(platform, "events", None, None)
+    assert any(e.kind == "platform_reloaded" and "uses more than its new max" in e.message for e in events)
+    assert not any(e.kind == "preempted" and e.job_id == running.id for e in events)
+
+    old_pid = ctl(platform, "ping")["pid"]
+    ray.kill(platform.controller, no_restart=False)  # Ray restarts it with its install-time file ...
+    wait_for(lambda: _pid(platform) not in (None, old_pid), 60, "the controller to restart")
+    spec = ctl(platform, "platform_spec")  # ... but the reloaded one wins
+    assert spec["spec"]["tenants"][0]["quota"]["max"]["gpu"] in ("2", 2.0, 2)
+    assert client.status(running.id).state == JobState.RUNNING
+
+    path.write_text(yaml.safe_dump(platform.spec))  # back to max 8: the waiting job is admitted
+    assert "tenant a changed" in client.reload(str(path))
+    wait_for(lambda: client.status(waiting.id).state.holds_resources or client.status(waiting.id).state ==
+             JobState.SUCCEEDED, 60, "the waiting job to be admitted after the quota came back")
+
+
+def _pid(platform) -> int | None:
+    try:
+        return ctl(platform, "ping")["pid"]
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+        return None

@@ -47,6 +47,7 @@ from cuberay.platform.control.launcher import (
 )
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
+from cuberay.platform.control.reloading import Reload, persisted
 from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.store import JobRecord, Store
 from cuberay.platform.control.views import Views
@@ -72,12 +73,13 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller(Views, DriverAPI, ServeAPI):
+class Controller(Views, DriverAPI, ServeAPI, Reload):
     """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
     come from the :class:`Views` and :class:`DriverAPI` mixins."""
 
     async def __init__(self, platform: Mapping[str, Any]) -> None:
-        self.platform = load_platform(dict(platform))
+        # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
+        self.platform = load_platform(persisted() or dict(platform))
         self.interval_s = self.platform.spec.scheduler.cycle_interval_s
         self.platform.storage_path().mkdir(parents=True, exist_ok=True)
         self.store = Store(self.platform.database_url())

@@ -54,7 +54,7 @@ def resolve_tenant(platform: Platform, user: str, requested: str | None) -> Tena
             raise AdmissionError(
                 f"user {user!r} may not submit to tenant {requested!r}: its members are {members} and its "
                 f"admins {admins}. Ask an admin of {requested!r} to add you to tenants.{requested}.members "
-                f"in the platform file (then restart the controller with `cuberay up`), or submit to "
+                f"in the platform file (then apply it with `cuberay up`, no restart needed), or submit to "
                 f"{'one of your tenants: ' + ', '.join(mine) if mine else 'a tenant you belong to'} "
                 f"(set CUBERAY_USER if you are someone else)")
     return platform.resolve_tenant(user, requested)

@@ -14,6 +14,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.control import reloading
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 
@@ -37,6 +38,8 @@ def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: fl
     """Create the detached controller on the head node (or return the running one); waits until it answers."""
     if replace:
         uninstall(timeout_s=timeout_s)
+    if find() is None:  # a fresh controller starts from ``platform``, not from an earlier one's live reload
+        reloading.clear()
     actor = ray.remote(Controller).options(
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
