@@ -82,3 +82,34 @@ def test_a_killed_driver_frees_its_allocation_and_fails_the_job(platform, job_cl
     assert ended.state == JobState.FAILED and ended.allocation is None, ended
     assert ref.id not in ctl(platform, "running")
     assert freed_s <= FREE_LIMIT_S, f"freed after {freed_s:.1f} s"
+
+
+@pytest.mark.timeout(300)
+def test_a_removed_worker_node_requeues_its_jobs_and_frees_their_quota(platform, ray_cluster) -> None:
+    labels = {"cuberay.io/test": f"loss-{uuid.uuid4().hex[:6]}"}
+    spec = job(f"on-lost-{uuid.uuid4().hex[:6]}", gpu="0", sleep_s=600)
+    spec["spec"]["node_selector"] = labels
+
+    def ledger_node() -> str | None:
+        return next((n["node_id"] for n in ctl(platform, "nodes") if n["labels"].get("cuberay.io/test") ==
+                     labels["cuberay.io/test"]), None)
+
+    node = ray_cluster.cluster.add_node(num_cpus=2, memory=4 * 2**30, labels=labels, wait=False)
+    removed = False
+    try:
+        node_id = wait_for(ledger_node, 120, "the controller to see the new node")
+        ref = client.submit(spec, "c")
+        rec = wait_for(lambda: (r := client.status(ref.id)).state == JobState.RUNNING and r, 120, "the job to run")
+        assert rec.allocation == [{"node_id": node_id}]
+        ray_cluster.cluster.remove_node(node)
+        removed = True
+        requeued = wait_for(lambda: (r := client.status(ref.id)).state == JobState.QUEUED and r, 90,
+                            "the job to be requeued")
+        assert requeued.allocation is None and "was lost" in requeued.reason, requeued
+        usage = next(t for t in client.tenants() if t.name == "c")
+        assert usage.in_use.get("CPU", 0.0) == 0.0 and usage.running == 0, usage
+        assert ref.id not in ctl(platform, "running")
+    finally:
+        if not removed:
+            ray_cluster.cluster.remove_node(node)
+    wait_for(lambda: ledger_node() is None, 90, "the node to leave the ledger")
