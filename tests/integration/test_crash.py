@@ -105,7 +105,8 @@ def test_a_removed_worker_node_requeues_its_jobs_and_frees_their_quota(platform,
         removed = True
         requeued = wait_for(lambda: (r := client.status(ref.id)).state == JobState.QUEUED and r, 90,
                             "the job to be requeued")
-        assert requeued.allocation is None and "was lost" in requeued.reason, requeued
+        assert requeued.allocation is None, requeued
+        assert any(e.kind == "requeued" and "was lost" in e.message for e in ctl(platform, "events", ref.id))
         usage = next(t for t in client.tenants() if t.name == "c")
         assert usage.in_use.get("CPU", 0.0) == 0.0 and usage.running == 0, usage
         assert ref.id not in ctl(platform, "running")
