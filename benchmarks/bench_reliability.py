@@ -85,7 +85,10 @@ def bench_concurrent(n: int, run: bool, jobs: Any) -> dict[str, Any]:
                            "distinct_ids": len({r.id for r in stored}),
                            "one_job_per_request_id": all(len(v) == 1 for v in by_key.values()),
                            "submit_s": round(submit_s, 1)}
-    if run:
+    if not run:  # the next phase measures a quiet platform
+        for r in stored:
+            client.cancel(r.id)
+    else:
         t0 = time.monotonic()
         done = wait_all_terminal([r.id for r in stored], 3600)
         runs: dict[str, list[Any]] = {}
@@ -109,7 +112,7 @@ def controller_rss_mb() -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
-def bench_load(rate: float, seconds: float, jobs: Any) -> dict[str, Any]:
+def bench_load(rate: float, seconds: float, jobs: Any, drain: bool = True) -> dict[str, Any]:
     name = f"load-{uuid.uuid4().hex[:6]}"
     rss0 = controller_rss_mb()
     latencies: list[float] = []
@@ -135,15 +138,21 @@ def bench_load(rate: float, seconds: float, jobs: Any) -> dict[str, Any]:
         latencies.append(time.monotonic() - s)
     load_s = time.monotonic() - t0
     admitted = sum(1 for e in client._call("events", None, None) if e.kind == "admitted" and e.job_id in set(ids))
-    done = wait_all_terminal(ids, 3600)
+    rss1 = controller_rss_mb()
+    if drain:
+        done = wait_all_terminal(ids, 3600)
+    else:  # --no-run: what ran during the load is the figure; cancel the rest
+        done = [r for r in client.list_jobs(tenant="bench") if r.id in set(ids) and r.state.is_terminal]
+        for job_id in ids:
+            client.cancel(job_id)
     stop.set()
     sampler.join()
-    return {"submissions": len(ids), "seconds": round(load_s, 1), "rate_achieved": round(len(ids) / load_s, 2),
+    return {"submissions": len(ids), "drained": drain, "seconds": round(load_s, 1), "rate_achieved": round(len(ids) / load_s, 2),
             "submit_p50_ms": round(1000 * pct(latencies, 0.5), 1), "submit_p99_ms": round(1000 * pct(latencies, 0.99), 1),
             "admitted_during_load": admitted, "admissions_per_s": round(admitted / load_s, 2),
             "succeeded": sum(r.state == JobState.SUCCEEDED for r in done), "ended": len(done),
-            "drain_after_load_s": round(time.monotonic() - t0 - load_s, 1),
-            "controller_rss_mb": [round(rss0, 1), round(controller_rss_mb(), 1)],
+            "after_load_s": round(time.monotonic() - t0 - load_s, 1),
+            "controller_rss_mb": [round(rss0, 1), round(rss1, 1)],
             "peak_live_drivers": peak[0], "driver_cap": DRIVER_CAP}
 
 
@@ -184,7 +193,8 @@ def _silent(fn: Any, argv: list[str]) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrent", type=int, default=500)
-    parser.add_argument("--no-run", action="store_true", help="count stored jobs only; do not wait for them to run")
+    parser.add_argument("--no-run", action="store_true",
+                        help="phase 1 counts stored jobs only; phase 2 cancels what has not ended when the load stops")
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--load-s", type=float, default=120.0)
     parser.add_argument("--queued", type=int, default=1000)
@@ -206,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                     result["concurrent"] = bench_concurrent(args.concurrent, not args.no_run, jobs)
                     print("concurrent:", result["concurrent"], flush=True)
                 if "load" not in skip:
-                    result["load"] = bench_load(args.rate, args.load_s, jobs)
+                    result["load"] = bench_load(args.rate, args.load_s, jobs, drain=not args.no_run)
                     print("load:", result["load"], flush=True)
                 if "queue" not in skip:
                     result["queue"] = bench_queue(args.queued)
