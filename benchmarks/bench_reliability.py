@@ -9,7 +9,10 @@
 2. Load: ``--rate`` submissions per second for ``--load-s`` seconds of tiny Tasks. Reported: submit latency
    p50/p99, admissions per second, the controller's memory growth (RSS of its process), and the most live
    Ray Job drivers seen against the cap.
-3. Queue: one job holds tenant ``q``'s max, ``--queued`` more wait behind it; then ``client.queue()``,
+3. Crash: the controller is killed ``--kills`` times while jobs wait (resume = the restarted controller's own
+   start stamp minus the kill time), then one running job's driver is SIGKILLed (freed = until FAILED, no
+   allocation).
+4. Queue: one job holds tenant ``q``'s max, ``--queued`` more wait behind it; then ``client.queue()``,
    ``client.status()`` and the CLI's ``cuberay queue`` / ``cuberay status`` (in-process, connected) are timed.
 """
 
@@ -156,6 +159,49 @@ def bench_load(rate: float, seconds: float, jobs: Any, drain: bool = True) -> di
             "peak_live_drivers": peak[0], "driver_cap": DRIVER_CAP}
 
 
+def bench_crash(kills: int) -> dict[str, Any]:
+    """Kill the controller ``kills`` times while jobs wait (resume = its own start stamp - kill time), and kill
+    one job's driver (freed = time until the job is FAILED with no allocation)."""
+    import os
+    import signal
+
+    import ray
+    from ray.job_submission import JobSubmissionClient
+
+    from cuberay.platform.control.install import find
+
+    name = f"crash-{uuid.uuid4().hex[:6]}"
+    ids = [client.submit(tiny(name, cpu="1", sleep_s=3600), "q").id for _ in range(3)]  # one runs, two wait
+    resumed = []
+    for _ in range(kills):
+        old = client._call("ping")["pid"]
+        killed = time.time()
+        ray.kill(find(), no_restart=False)
+        while True:
+            try:
+                if client._call("ping", timeout=5)["pid"] != old:
+                    break
+            except Exception:  # noqa: BLE001 - restarting
+                time.sleep(0.2)
+        stamps = [e.time for e in client._call("events", None, None) if e.kind == "controller_started"
+                  and e.time > killed]
+        resumed.append(round(min(stamps) - killed, 2))
+    lost = [j for j in ids if client.status(j).state.is_terminal]
+    running = next(client.status(j) for j in ids if client.status(j).state == JobState.RUNNING)
+    jobs = JobSubmissionClient(client._call("dashboard_url"))
+    while not (info := jobs.get_job_info(running.submission_id)).driver_info:
+        time.sleep(0.2)
+    os.kill(int(info.driver_info.pid), signal.SIGKILL)
+    killed = time.monotonic()
+    while not ((rec := client.status(running.id)).state.is_terminal and rec.allocation is None):
+        time.sleep(0.1)
+    freed = round(time.monotonic() - killed, 2)
+    for j in ids:
+        client.cancel(j)
+    return {"controller_kills": kills, "resume_s": resumed, "lost_or_ended_by_kills": len(lost),
+            "driver_kill_freed_s": freed, "driver_kill_state": rec.state.value}
+
+
 def timed(fn: Any, repeats: int = 5) -> float:
     times = []
     for _ in range(repeats):
@@ -199,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-s", type=float, default=120.0)
     parser.add_argument("--queued", type=int, default=1000)
     parser.add_argument("--cpus", type=int, default=8)
-    parser.add_argument("--skip", default="", help="comma list of phases to skip: concurrent,load,queue")
+    parser.add_argument("--kills", type=int, default=3, help="controller kills in the crash phase")
+    parser.add_argument("--skip", default="", help="comma list of phases to skip: concurrent,load,crash,queue")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     info = print_machine()
@@ -218,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
                 if "load" not in skip:
                     result["load"] = bench_load(args.rate, args.load_s, jobs, drain=not args.no_run)
                     print("load:", result["load"], flush=True)
+                if "crash" not in skip:
+                    result["crash"] = bench_crash(args.kills)
+                    print("crash:", result["crash"], flush=True)
                 if "queue" not in skip:
                     result["queue"] = bench_queue(args.queued)
                     print("queue:", result["queue"], flush=True)

@@ -21,8 +21,10 @@ from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 
 STAMP = "cuberay-start-stamp"
-RESUME_LIMIT_S = 10.0  # admission is back this soon after the controller dies
-FREE_LIMIT_S = 10.0    # a dead driver's allocation is freed this soon
+# The targets are 10 s each, measured by benchmarks/bench_reliability.py (phase "crash"); these bounds are 4x
+# wider because CI's 2 shared cores start a Python process (the restarted controller) 2-4x slower.
+RESUME_LIMIT_S = 40.0  # admission is back this soon after the controller dies
+FREE_LIMIT_S = 40.0    # a dead driver's allocation is freed this soon
 
 
 def job(name: str, *, gpu: str = "4", sleep_s: float = 2, max_failures: int = 0) -> dict[str, Any]:
