@@ -123,6 +123,8 @@ def _row_problem(job: TraceJob) -> str | None:
     for name, amount in (("gpus", job.gpus), ("cpus", job.cpus), ("memory", job.memory)):
         if not amount >= 0:
             return f"{name} {amount:g} is negative"
+        if not math.isfinite(amount):
+            return f"{name} {amount:g} is not a finite number"
     if job.gpus > 1 and not float(job.gpus).is_integer():
         return (f"gpus {job.gpus:g} per worker: a count above 1 must be whole (a fraction shares ONE card); "
                 f"use {math.ceil(job.gpus)} or split the job into more workers")
