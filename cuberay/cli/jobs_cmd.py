@@ -34,10 +34,14 @@ def submit(
                               help="Follow the job until it ends; exit 1 if it FAILED, 0 if it SUCCEEDED or was "
                                    "CANCELLED."),
     tenant: Optional[str] = _tenant(),
+    request_id: Optional[str] = typer.Option(
+        None, "--request-id", metavar="ID",
+        help="Your own id for this submission: submitting again with the same id prints the same job, so a "
+             "submit whose answer was lost is safe to retry."),
     output: Format = output_option(),
 ) -> None:
     """Queue the job in FILE and print its id. Exit 2 on a spec error, 3 if admission refuses it."""
-    ref = client.submit(file, tenant, user=client.current_user())
+    ref = client.submit(file, tenant, user=client.current_user(), request_id=request_id)
     record = announce_and_follow(ref, output, wait)
     if record is None:
         return

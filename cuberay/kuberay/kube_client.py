@@ -45,6 +45,10 @@ ROUTES: dict[tuple[str, str], Route] = {
         Route("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False),
     ("scheduling.volcano.sh/v1beta1", "Queue"): Route("scheduling.volcano.sh", "v1beta1", "queues", False),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): Route("scheduling.volcano.sh", "v1beta1", "podgroups", True),
+    # Built-in groups, applied through the same generic group/version/plural paths.
+    ("networking.k8s.io/v1", "NetworkPolicy"): Route("networking.k8s.io", "v1", "networkpolicies", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): Route("rbac.authorization.k8s.io", "v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): Route("rbac.authorization.k8s.io", "v1", "rolebindings", True),
 }
 
 

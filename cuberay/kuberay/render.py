@@ -1,7 +1,7 @@
 """``cuberay kube render``: every manifest of a platform, as files.
 
 One file per tenant (``<tenant>.yaml``: Namespace, platform ConfigMap, LocalQueue under
-Kueue, RayCluster) and one for the cluster-scoped objects (``cluster.yaml``: ResourceFlavors,
+Kueue, RayCluster, and the NetworkPolicy, Role and RoleBinding that keep tenants apart) and one for the cluster-scoped objects (``cluster.yaml``: ResourceFlavors,
 ClusterQueues and WorkloadPriorityClasses under Kueue; Queues and PriorityClasses under
 Volcano), plus a README of the scheduler settings the manifests need. Apply
 ``cluster.yaml`` first.
@@ -13,6 +13,7 @@ from typing import Any
 
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
+from cuberay.kuberay.render_access import network_policy, tenant_rbac
 from cuberay.kuberay.render_cluster import (
     RenderOptions,
     namespace,
@@ -35,6 +36,8 @@ def tenant_manifests(platform: Any, tenant: Any, shares: list[Any], opts: Render
     out = [namespace(platform, tenant), platform_configmap(platform, tenant, shares)]
     if opts.scheduler == L.Scheduler.kueue:
         out.append(local_queue(platform, tenant))
+    # Isolation first: the policy and RBAC are in place before the cluster's pods start.
+    out += [network_policy(platform, tenant), *tenant_rbac(platform, tenant)]
     out.append(raycluster(platform, tenant, shares, opts))
     return out
 

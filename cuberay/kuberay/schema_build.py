@@ -106,6 +106,51 @@ def core_schemas(meta: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     }
 
 
+def access_schemas(meta: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """NetworkPolicy (networking.k8s.io/v1), Role and RoleBinding (rbac.authorization.k8s.io/v1): fields of the
+    Kubernetes 1.32 API reference, strict like the others."""
+    def obj(kind: str, api_version: str, required: tuple[str, ...] = (), **props: Any) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": False,
+                "required": ["apiVersion", "kind", "metadata", *required],
+                "properties": {"apiVersion": {"type": "string", "enum": [api_version]},
+                               "kind": {"type": "string", "enum": [kind]}, "metadata": meta, **props}}
+
+    def strict_obj(required: tuple[str, ...] = (), **props: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": props}
+        if required:
+            out["required"] = list(required)
+        return out
+
+    strings = {"type": "array", "items": {"type": "string"}}
+    selector = strict_obj(
+        matchLabels={"type": "object", "additionalProperties": {"type": "string"}},
+        matchExpressions={"type": "array", "items": strict_obj(("key", "operator"), key={"type": "string"},
+                                                               operator={"type": "string"}, values=strings)})
+    peer = strict_obj(podSelector=selector, namespaceSelector=selector,
+                      ipBlock=strict_obj(("cidr",), cidr={"type": "string"}, **{"except": strings}))
+    port = strict_obj(protocol={"type": "string", "enum": ["TCP", "UDP", "SCTP"]},
+                      port={"type": ["integer", "string"]}, endPort={"type": "integer"})
+    ports = {"type": "array", "items": port}
+    network_policy = strict_obj(
+        ("podSelector",), podSelector=selector,
+        policyTypes={"type": "array", "items": {"type": "string", "enum": ["Ingress", "Egress"]}},
+        ingress={"type": "array", "items": strict_obj(**{"from": {"type": "array", "items": peer}}, ports=ports)},
+        egress={"type": "array", "items": strict_obj(to={"type": "array", "items": peer}, ports=ports)})
+    rule = strict_obj(("verbs",), apiGroups=strings, resources=strings, verbs=strings, resourceNames=strings,
+                      nonResourceURLs=strings)
+    subject = strict_obj(("kind", "name"), kind={"type": "string"}, name={"type": "string"},
+                         apiGroup={"type": "string"}, namespace={"type": "string"})
+    role_ref = strict_obj(("apiGroup", "kind", "name"), apiGroup={"type": "string"}, kind={"type": "string"},
+                          name={"type": "string"})
+    rbac = "rbac.authorization.k8s.io/v1"
+    return {
+        ("networking.k8s.io/v1", "NetworkPolicy"): obj("NetworkPolicy", "networking.k8s.io/v1", spec=network_policy),
+        (rbac, "Role"): obj("Role", rbac, rules={"type": "array", "items": rule}),
+        (rbac, "RoleBinding"): obj("RoleBinding", rbac, ("roleRef",), subjects={"type": "array", "items": subject},
+                                   roleRef=role_ref),
+    }
+
+
 def file_name(api_version: str, kind: str) -> str:
     return f"{api_version.replace('/', '_')}_{kind}.json.gz"
 
@@ -121,7 +166,7 @@ def write(schemas: dict[tuple[str, str], dict[str, Any]], out_dir: Path) -> None
 def build(src: Path, out_dir: Path = SCHEMA_DIR) -> list[str]:
     pod = json.loads(next(src.glob("k8s/*/pod-v1.json")).read_text())
     meta = object_meta(pod)
-    schemas = core_schemas(meta)
+    schemas = {**core_schemas(meta), **access_schemas(meta)}
     for path in sorted(src.glob("*/*.yaml")):
         api_version, kind, schema = from_crd(yaml.safe_load(path.read_text()), meta)
         schemas[(api_version, kind)] = schema

@@ -169,8 +169,17 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
             head = controller_head.start(controller_head.home())
         address = head["address"]
     _init_ray(address, log_to_driver=False)
-    handle = controller.find() or _install(controller, spec)
+    handle = controller.find()
+    if handle is None:
+        handle = _install(controller, spec)
+    else:  # already up: apply the (possibly edited) platform file to it, without stopping any job
+        _call("reload", spec, current_user())
     return str(ray.get(handle.dashboard_url.remote(), timeout=60))
+
+
+def reload(platform_file: str | None = None) -> list[str]:
+    """Apply an edited platform file to the running controller; returns what changed."""
+    return _call("reload", _platform_dict(find_platform_file(platform_file)), current_user())
 
 
 def down() -> None:
@@ -187,10 +196,12 @@ def down() -> None:
 
 
 def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
-           driver: str = "launcher", submission_id: str | None = None) -> JobRef:
+           driver: str = "launcher", submission_id: str | None = None, request_id: str | None = None) -> JobRef:
     """Validate and queue a job (a spec model, a dict, YAML text or a file path).
 
-    Raises SpecError (exit 2) for a kind the platform does not run (``convert.RUNNABLE_KINDS``).
+    ``request_id`` is the caller's own id for this submission: submitting again with it returns the same job,
+    so a submit whose answer was lost can be retried. Raises SpecError (exit 2) for a kind the platform does
+    not run (``convert.RUNNABLE_KINDS``).
     """
     from cuberay.platform.control.convert import require_runnable
     from cuberay.platform.spec import load_spec
@@ -198,7 +209,7 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
     job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
     require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)
     record: JobRecord = _call("submit", job.model_dump(mode="json"), tenant, user or current_user(),
-                              driver, submission_id)
+                              driver, submission_id, request_id)
     return JobRef(record.id, record.tenant, record.name)
 
 
@@ -216,7 +227,8 @@ def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -
 
 
 def status(job: JobRef | str) -> JobRecord:
-    return _call("status", _job_id(job))
+    """The job's record; AdmissionError (exit 3) for a job of a tenant the caller is not in."""
+    return _call("status", _job_id(job), current_user())
 
 
 def cancel(job: JobRef | str) -> JobRecord:
@@ -226,7 +238,7 @@ def cancel(job: JobRef | str) -> JobRecord:
 def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterator[str]:
     """The job's driver log (its Ray Job log); with ``follow``, chunks until the job ends."""
     ref = _job_id(job)
-    text, done = _call("logs", ref)
+    text, done = _call("logs", ref, current_user())
     if not follow:
         yield text
         return
@@ -241,7 +253,7 @@ def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterat
         if done:
             return
         time.sleep(poll_s)
-        text, done = _call("logs", ref)
+        text, done = _call("logs", ref, current_user())
 
 
 def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:

@@ -129,6 +129,7 @@ class FakePlatform:
         self.states = list(states)
         self.message = message
         self.submitted: list[tuple[str, str | None, str | None]] = []
+        self.request_ids: list[str | None] = []
         self.reads = 0
 
     def install(self, mp: pytest.MonkeyPatch) -> None:
@@ -137,8 +138,10 @@ class FakePlatform:
         mp.setattr(client, "queue", lambda tenant=None: [entry("vision-digits-ddp-1", 1, reason="vision at max")])
         mp.setattr(client, "cancel", lambda job: self.status(job, JobState.CANCELLED))
 
-    def submit(self, path: Any, tenant: str | None = None, *, user: str | None = None) -> JobRef:
+    def submit(self, path: Any, tenant: str | None = None, *, user: str | None = None,
+               request_id: str | None = None) -> JobRef:
         self.submitted.append((str(path), tenant, user))
+        self.request_ids.append(request_id)
         return JobRef(id="vision-digits-ddp-1", tenant="vision", name="digits-ddp")
 
     def status(self, job: Any, state: JobState | None = None) -> JobRecord:
@@ -162,6 +165,9 @@ def test_submit_prints_the_id_and_next_steps(monkeypatch: pytest.MonkeyPatch,
                  "cuberay cancel vision-digits-ddp-1"):
         assert line in err
     assert fake.submitted == [("configs/jobs/train-ddp.yaml", "vision", "alice")]
+    assert fake.request_ids == [None]
+    assert main(["submit", "configs/jobs/train-ddp.yaml", "--request-id", "ci-build-42"]) == 0
+    assert fake.request_ids == [None, "ci-build-42"]
 
 
 @pytest.mark.parametrize(("end", "code"), [

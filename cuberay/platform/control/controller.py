@@ -35,8 +35,8 @@ import ray
 from ray._private import state as ray_state
 
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
+from cuberay.platform.control import access, correcting, ids
 from cuberay.platform.control import convert as conv
-from cuberay.platform.control import correcting
 from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
@@ -50,6 +50,7 @@ from cuberay.platform.control.launcher import (
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.control.pipeline_api import PipelineAPI
+from cuberay.platform.control.reloading import Reload, persisted
 from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.small import SmallRuns
 from cuberay.platform.control.store import JobRecord, Store
@@ -78,16 +79,18 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
+class Controller(Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
     """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
     come from the :class:`Views` and :class:`DriverAPI` mixins."""
 
     async def __init__(self, platform: Mapping[str, Any]) -> None:
-        self.platform = load_platform(dict(platform))
+        # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
+        self.platform = load_platform(persisted() or dict(platform))
         self.interval_s = self.platform.spec.scheduler.cycle_interval_s
         self.platform.storage_path().mkdir(parents=True, exist_ok=True)
         self.store = Store(self.platform.database_url())
         self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in self.platform.tenants})
+        self.seq_floor = ids.ray_floor()  # job ids stay unique on this cluster across database resets
         self.ledger = Ledger()
         self.state = ClusterState(self.ledger, tenant_quotas(self.platform), platform_policy(self.platform))
         self.foreign = ForeignUsage(self.ledger)
@@ -414,25 +417,46 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
     # ------------------------------------------------------------------ API: jobs
 
     async def submit(self, spec: Mapping[str, Any], tenant: str | None, user: str, driver: str = "launcher",
-                     submission_id: str | None = None) -> JobRecord:
-        """Validate, check it could ever run, and queue it; AdmissionError (exit 3) with the reason if not."""
+                     submission_id: str | None = None, request_id: str | None = None) -> JobRecord:
+        """Validate, check it could ever run, and queue it; AdmissionError (exit 3) with the reason if not.
+
+        With ``request_id`` (the caller's own id for this submission) submitting again returns the job the first
+        call made, so a client may retry a submit whose answer it lost.
+        """
         job = load_spec(dict(spec))
         conv.require_runnable(job)
         async with self._lock:
-            owner = conv.resolve_tenant(self.platform, user, tenant or job.tenant)
+            if request_id is not None:
+                earlier = self.store.find_request(user, request_id)
+                if earlier is not None:
+                    return conv.same_request(earlier, job)
+            try:
+                owner = conv.resolve_tenant(self.platform, user, tenant or job.tenant)
+            except AdmissionError as err:
+                self.store.add_event("denied", f"submit of {job.kind} {job.name!r} by {user}: {err}")
+                raise
             if job.tenant != owner.name:
                 job = job.with_tenant(owner.name)
+            clash = self.store.prefix_owner(owner.name, job.name)
+            if clash is not None:
+                problem = (f"job name {job.name!r} in tenant {owner.name!r} makes the id prefix "
+                           f"'{owner.name}-{job.name}', which tenant {clash.tenant!r}'s job {clash.name!r} already "
+                           f"uses (job ids and Ray Serve app names are '<tenant>-<name>'); rename the job")
+                self.store.add_event("rejected", problem)
+                raise AdmissionError(problem)
             now = time.time()
             job, correction = correcting.apply(self.store, job, self.state.tenants.get(owner.name),
                                                [n.capacity for n in self.ledger.nodes.values()], now)
-            seq = self.store.next_seq(owner.name, job.name)
+            seq = await asyncio.to_thread(self.seq_floor.next, owner.name, job.name,
+                                          self.store.next_seq(owner.name, job.name))
             job_id = f"{owner.name}-{job.name}-{seq}"
             req = conv.job_request(job_id, job, owner, now)
             record = JobRecord(id=job_id, tenant=owner.name, name=job.name, kind=job.kind, user=user,
                                spec=job.model_dump(mode="json"), state=JobState.QUEUED, priority=req.priority,
                                submit_time=now, seq=seq, gpus=req.gpus, driver=driver,
                                submission_id=submission_id, reason="waiting for the next admission cycle",
-                               correction=correction)
+                               correction=correction, request_id=request_id)
+            await asyncio.to_thread(self.seq_floor.record, owner.name, job.name, seq)
             rule, problem = self._never_fits(job, req)
             if problem:
                 self.store.add_job(record.model_copy(update={"state": JobState.REJECTED, "reason": problem,
@@ -466,9 +490,20 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI):
     async def cancel(self, ref: str, user: str) -> JobRecord:
         async with self._lock:
             rec = self.store.find_job(ref)
+            self._authorize(rec, user, access.CANCEL)
             if rec.state.is_terminal:
                 return rec
             self._stop_for_end(rec)
             ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {user}", time.time())
             await self.drivers.stop_pending()
             return ended
+
+    def _authorize(self, rec: JobRecord, user: str | None, action: str) -> None:
+        """AdmissionError (exit 3), written to the event log, when ``user`` may not act on ``rec``.
+
+        ``user`` None is the platform's own call (drivers, tests on the actor), which names no user.
+        """
+        problem = None if user is None else access.denial(self.platform, rec, user, action)
+        if problem:
+            self.store.add_event("denied", problem, rec.id)
+            raise AdmissionError(problem)

@@ -54,10 +54,21 @@ def resolve_tenant(platform: Platform, user: str, requested: str | None) -> Tena
             raise AdmissionError(
                 f"user {user!r} may not submit to tenant {requested!r}: its members are {members} and its "
                 f"admins {admins}. Ask an admin of {requested!r} to add you to tenants.{requested}.members "
-                f"in the platform file (then restart the controller with `cuberay up`), or submit to "
+                f"in the platform file (then apply it with `cuberay up`, no restart needed), or submit to "
                 f"{'one of your tenants: ' + ', '.join(mine) if mine else 'a tenant you belong to'} "
                 f"(set CUBERAY_USER if you are someone else)")
     return platform.resolve_tenant(user, requested)
+
+
+def same_request(earlier: JobRecord, job: Job) -> JobRecord:
+    """The job an earlier submit with the same request id made; SpecError if that id named another job."""
+    if (earlier.kind, earlier.name) != (job.kind, job.name):
+        raise SpecError(f"request id {earlier.request_id!r} was already used for {earlier.kind} {earlier.name!r} "
+                        f"(job {earlier.id}), not {job.kind} {job.name!r}; use a new request id for a new job",
+                        path="request_id")
+    if earlier.state == JobState.REJECTED:
+        raise AdmissionError(f"job {earlier.id} rejected: {earlier.reason}")
+    return earlier
 
 
 def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,

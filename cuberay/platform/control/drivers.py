@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import sys
 from typing import Any
 
@@ -135,7 +136,7 @@ class Drivers:
             self.awaiting.pop(rec.id, None)
             return
         await asyncio.to_thread(
-            self.launcher.start, sid, f"{sys.executable} -m cuberay.run {rec.id}",
+            self.launcher.start, sid, driver_entrypoint(rec.id),
             metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
                       "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
             runtime_env=spec.get("runtime_env") or None, env=spec.get("env") or None,
@@ -187,3 +188,9 @@ def driver_resources(env: dict[str, str]) -> dict[str, float]:
     if env.get("TASK_RESOURCE_GPU"):
         out["num_gpus"] = parse_gpu(env["TASK_RESOURCE_GPU"]).count
     return out
+
+
+def driver_entrypoint(job_id: str) -> str:
+    """The Ray Job entrypoint of a launcher driver. Ray runs it through a shell, so every word is quoted:
+    no spec value other than a command the author wrote ever reaches a shell unquoted."""
+    return f"{shlex.quote(sys.executable)} -m cuberay.run {shlex.quote(job_id)}"

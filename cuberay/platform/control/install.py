@@ -14,7 +14,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
-from cuberay.platform.control import small
+from cuberay.platform.control import reloading, small
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.snapshot import READS
@@ -39,6 +39,8 @@ def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: fl
     """Create the detached controller on the head node (or return the running one); waits until it answers."""
     if replace:
         uninstall(timeout_s=timeout_s)
+    if find() is None:  # a fresh controller starts from ``platform``, not from an earlier one's live reload
+        reloading.clear()
     # Reads run on a thread of their own, off the admission loop (control/snapshot.py).
     actor = ray.remote(concurrency_groups={READS: 32})(Controller).options(
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,

@@ -24,9 +24,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
-    inspect,
     select,
-    update,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
@@ -34,26 +32,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.platform.control import schema
+from cuberay.platform.control.schema import SCHEMA_VERSION, SchemaVersionError  # noqa: F401 (public API)
 from cuberay.platform.policy.states import JobState
 
-SCHEMA_VERSION = 3
-# Each step takes a database from version N to N+1 (key N), in one transaction.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: ("ALTER TABLE jobs ADD COLUMN checkpoint_time DOUBLE PRECISION",),  # last checkpoint a run reported
-    2: ("ALTER TABLE jobs ADD COLUMN correction JSON",),  # requested vs corrected resources, and why
-    # (usage_samples, new in 3, is created by create_all in _open_schema: it only adds missing tables)
-}
 DB_FILENAME = "cuberay.db"
 
 # Lengths keep every column indexable on MySQL too; 253 is the longest DNS name Kubernetes allows.
 _NAME = 253
 _ID = 255
-
-
-class SchemaVersionError(CuberayError):
-    """The database was written by a cuberay with another schema version."""
-
-    exit_code = 1
 
 
 class AmbiguousJobError(SpecError):
@@ -95,6 +82,9 @@ class JobRecord(BaseModel):
     correction: dict[str, Any] | None = Field(
         default=None, description="Automatic resource correction at submit: {requested, corrected, reason} "
                                   "per worker (Ray names: CPU cores, memory bytes); None if none was applied.")
+    request_id: str | None = Field(
+        default=None, description="The submitter's own id for this submission: the same user submitting the "
+                                  "same request id again gets this job back instead of a new one.")
 
 
 class EventRecord(BaseModel):
@@ -148,8 +138,9 @@ class _TenantRow(_Base):
 
 class _JobRow(_Base):
     __tablename__ = "jobs"
-    # (tenant, name) serves tenant filters and next_seq alike.
-    __table_args__ = (Index("ix_jobs_tenant_name", "tenant", "name"),)
+    # (tenant, name) serves tenant filters and next_seq alike; (user, request_id) makes submit idempotent.
+    __table_args__ = (Index("ix_jobs_tenant_name", "tenant", "name"),
+                      Index("ux_jobs_user_request", "user", "request_id", unique=True))
 
     id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(_NAME))  # indexed by ix_jobs_tenant_name
@@ -174,6 +165,7 @@ class _JobRow(_Base):
     message: Mapped[str | None] = mapped_column(Text)
     checkpoint_time: Mapped[float | None] = mapped_column(Double)
     correction: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    request_id: Mapped[str | None] = mapped_column(String(_ID))
 
 
 class _UsageRow(_Base):
@@ -249,11 +241,18 @@ def _make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, open transactions (below): the module commits before DDL,
+        # so a schema upgrade would not be one transaction. SQLAlchemy's documented pysqlite recipe.
+        dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         if not in_memory:
             cursor.execute("PRAGMA journal_mode=WAL")  # readers (CLI) never block the controller
         cursor.execute("PRAGMA busy_timeout=5000")
         cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
 
     return engine
 
@@ -284,42 +283,7 @@ class Store:
     # ------------------------------------------------------------ schema
 
     def _open_schema(self) -> None:
-        present = set(inspect(self._engine).get_table_names())
-        ours = set(_Base.metadata.tables)
-        if _SchemaVersionRow.__tablename__ not in present and present & ours:
-            raise SchemaVersionError(
-                f"database {self._where} has tables {', '.join(sorted(present & ours))} but no "
-                f"schema_version table, so it was not written by cuberay; point "
-                f"platform.spec.database at a new file or an empty database")
-        seen = self._recorded_version() if _SchemaVersionRow.__tablename__ in present else None
-        if seen is None:
-            _Base.metadata.create_all(self._engine)
-            try:
-                with self._sessions.begin() as session:
-                    session.add(_SchemaVersionRow(id=1, version=SCHEMA_VERSION))
-            except IntegrityError:  # another process recorded it first
-                pass
-            seen = self._recorded_version()
-        while seen in _MIGRATIONS:
-            seen = self._migrate(seen)
-        if seen == SCHEMA_VERSION:
-            _Base.metadata.create_all(self._engine)  # a new table (serve_changes) needs no migration step
-        if seen != SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"database {self._where} has schema version {seen}; this cuberay expects "
-                f"{SCHEMA_VERSION}. Upgrade cuberay, or point platform.spec.database at a new file")
-
-    def _migrate(self, version: int) -> int:
-        """Apply the step from ``version`` to ``version + 1``; returns the new version."""
-        with self._engine.begin() as conn:
-            for statement in _MIGRATIONS[version]:
-                conn.exec_driver_sql(statement)
-            conn.execute(update(_SchemaVersionRow).where(_SchemaVersionRow.id == 1).values(version=version + 1))
-        return version + 1
-
-    def _recorded_version(self) -> int | None:
-        with self._sessions() as session:
-            return session.scalar(select(_SchemaVersionRow.version).where(_SchemaVersionRow.id == 1))
+        schema.upgrade(self._engine, _Base.metadata, self._where)
 
     # ------------------------------------------------------------ tenants
 
@@ -344,14 +308,34 @@ class Store:
                 select(func.max(_JobRow.seq)).where(_JobRow.tenant == tenant, _JobRow.name == name))
         return (top or 0) + 1
 
+    def prefix_owner(self, tenant: str, name: str) -> JobRecord | None:
+        """A job of another tenant/name pair whose id starts the same: '<tenant>-<name>' (tenant 'a-b', name
+        'c' and tenant 'a', name 'b-c' are both 'a-b-c'), which also names its Ray Serve app."""
+        prefix = f"{tenant}-{name}"
+        query = (select(_JobRow).where(_JobRow.tenant + "-" + _JobRow.name == prefix, _JobRow.tenant != tenant)
+                 .order_by(_JobRow.submit_time.desc()).limit(1))
+        with self._sessions() as session:
+            row = session.scalar(query)
+            return None if row is None else JobRecord.model_validate(row)
+
     def add_job(self, record: JobRecord) -> None:
         try:
             with self._sessions.begin() as session:
                 session.add(_JobRow(**_row_values(record)))
         except IntegrityError:
+            if record.request_id is not None and self.find_request(record.user, record.request_id):
+                raise CuberayError(
+                    f"user {record.user!r} already submitted request id {record.request_id!r}; look it up "
+                    f"with find_request() before adding a job for it") from None
             raise CuberayError(
                 f"job id {record.id!r} is already stored; ids come from next_seq(), which must be "
                 f"called for every new job") from None
+
+    def find_request(self, user: str, request_id: str) -> JobRecord | None:
+        """The job ``user`` submitted with ``request_id``, if any."""
+        with self._sessions() as session:
+            row = session.scalar(select(_JobRow).where(_JobRow.user == user, _JobRow.request_id == request_id))
+            return None if row is None else JobRecord.model_validate(row)
 
     def update_job(self, job_id: str, **fields: Any) -> JobRecord:
         """Set ``fields`` on one job (validated as a :class:`JobRecord`) and return the new record."""

@@ -15,8 +15,8 @@ from typing import Any
 
 import ray
 
+from cuberay.platform.control import access, small
 from cuberay.platform.control import convert as conv
-from cuberay.platform.control import small
 from cuberay.platform.control.records import QueueEntry, TenantUsage
 from cuberay.platform.control.snapshot import READS, Snapshot
 from cuberay.platform.control.store import EventRecord, JobRecord
@@ -26,13 +26,14 @@ ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNI
 
 
 class Views:
-    """Read-only calls; the controller supplies store, snapshot, drivers, platform and _ticks."""
+    """Read-only calls; the controller supplies store, snapshot, drivers, platform, _ticks and _authorize."""
 
     snapshot: Snapshot
 
     @ray.method(concurrency_group=READS)
-    async def status(self, ref: str) -> JobRecord:
+    async def status(self, ref: str, user: str | None = None) -> JobRecord:
         rec = self.store.find_job(ref)
+        self._authorize(rec, user, access.READ)
         return self._live(rec, self.snapshot)
 
     @staticmethod
@@ -50,9 +51,10 @@ class Views:
     async def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
         return self.store.events(job_id, limit)
 
-    async def logs(self, ref: str) -> tuple[str, bool]:
+    async def logs(self, ref: str, user: str | None = None) -> tuple[str, bool]:
         """(the current attempt's driver log, whether the job is terminal)."""
         rec = self.store.find_job(ref)
+        self._authorize(rec, user, access.READ)
         if small.has_log(self.tenant_storage(rec.tenant), rec.id):
             # It ran as a small job, whose Ray task writes its output into the tenant's storage.
             return small.read_log(self.tenant_storage(rec.tenant), rec.id), rec.state.is_terminal

@@ -106,7 +106,7 @@ def load_philly(path: str, start: str | float | None = None, end: str | float | 
             try:
                 ts = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
                 dur, gpus = float(row["duration"]), int(float(row["num_gpus"]))
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: int('inf')
                 raise SpecError(f"bad row: {exc}", file=path, path=f"line {n}") from None
             if (lo is None or ts >= lo) and (hi is None or ts < hi):
                 rows.append((ts, dur, gpus, row["cluster"], n))
@@ -133,7 +133,7 @@ def load_generic(path: str, start: float | None = None, end: float | None = None
                     float(row.get("memory") or 0), row.get("tenant") or "default",
                     int(float(row.get("priority") or 0)),
                     max_workers=int(float(row["max_workers"])) if row.get("max_workers") else None)
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: int('inf')
                 raise SpecError(f"bad row: {exc}", file=path, path=f"line {n}") from None
             if (start is None or t >= start) and (end is None or t < end):
                 jobs.append(job)

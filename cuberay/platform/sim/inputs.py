@@ -17,7 +17,7 @@ from typing import Sequence
 from cuberay.errors import SpecError
 from cuberay.platform.policy import fit
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
-from cuberay.platform.sim.engine import TraceJob, load_generic, load_philly
+from cuberay.platform.sim.engine import TraceJob, _parse_time, load_generic, load_philly
 from cuberay.platform.spec import Platform
 from cuberay.platform.spec.load import parse_duration
 
@@ -86,6 +86,12 @@ def load_trace(path: str | Path, fmt: TraceFormat | None = None, start: str | No
     """
     path = str(path)
     fmt = fmt or detect_format(path)
+    for value, what in ((start, "--start"), (end, "--end")):
+        if value is not None and fmt is TraceFormat.philly and not is_offset(value):
+            try:
+                _parse_time(value)
+            except SpecError as err:
+                raise SpecError(err.reason, path=what) from None
     if fmt is TraceFormat.generic:
         lo, hi = _generic_bound(start, "--start"), _generic_bound(end, "--end")
         return check_jobs(load_generic(path, lo, hi), path)
@@ -119,6 +125,8 @@ def _row_problem(job: TraceJob) -> str | None:
     for name, amount in (("gpus", job.gpus), ("cpus", job.cpus), ("memory", job.memory)):
         if not amount >= 0:
             return f"{name} {amount:g} is negative"
+        if not math.isfinite(amount):
+            return f"{name} {amount:g} is not a finite number"
     if job.gpus > 1 and not float(job.gpus).is_integer():
         return (f"gpus {job.gpus:g} per worker: a count above 1 must be whole (a fraction shares ONE card); "
                 f"use {math.ceil(job.gpus)} or split the job into more workers")
@@ -131,8 +139,8 @@ def _generic_bound(value: str | None, what: str) -> float | None:
     if value is None:
         return None
     if not is_offset(value):
-        raise SpecError(f"{what} {value!r}: a generic trace counts time in seconds from its start, so give "
-                        f"seconds or a duration such as '7d', not a date")
+        raise SpecError(f"{value!r}: a generic trace counts time in seconds from its start, so give "
+                        f"seconds or a duration such as '7d', not a date", path=what)
     return seconds(value, what)
 
 

@@ -69,7 +69,12 @@ def format_path(loc: Iterable[str | int]) -> str:
     """``("spec", "tenants", 1, "name")`` -> ``spec.tenants[1].name``."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "":  # an empty key (YAML allows it) still needs a visible place in the path
+            out += '[""]'
+        else:
+            out += f".{part}" if out else str(part)
     return out
 
 

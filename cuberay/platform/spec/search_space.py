@@ -49,7 +49,7 @@ def validate(space: Any, where: str = "search_space") -> None:
 
 def _validate_one(spec: Mapping[str, Any], where: str) -> None:
     kind = spec.get("_type")
-    if kind not in NNI_TYPES:
+    if not isinstance(kind, str) or kind not in NNI_TYPES:
         raise SpecError(f"unknown _type {kind!r}; use one of {', '.join(NNI_TYPES)}", path=where)
     extra = set(spec) - {"_type", "_value"}
     if extra:

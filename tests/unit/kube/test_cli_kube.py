@@ -23,7 +23,7 @@ def test_render_writes_a_file_per_tenant_that_validates(tmp_path: Path, capsys: 
     assert "--batch-scheduler=volcano" in (out / "README.md").read_text()
     capsys.readouterr()
     assert main(["kube", "validate", str(out)]) == 0
-    assert "ok: 14 objects valid" in capsys.readouterr().err
+    assert "ok: 23 objects valid" in capsys.readouterr().err
 
 
 def test_render_prints_the_objects_or_the_manifests(capsys: pytest.CaptureFixture[str]) -> None:
@@ -33,8 +33,9 @@ def test_render_prints_the_objects_or_the_manifests(capsys: pytest.CaptureFixtur
     assert main(["kube", "render", "--platform", EXAMPLE, "--scheduler", "none", "--image", "reg/cuberay:1",
                  "-o", "yaml"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in docs] == ["Namespace", "ConfigMap", "RayCluster"] * 3
-    assert docs[2]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "reg/cuberay:1"
+    assert [d["kind"] for d in docs] == ["Namespace", "ConfigMap", "NetworkPolicy", "Role", "RoleBinding",
+                                         "RayCluster"] * 3
+    assert docs[5]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "reg/cuberay:1"
 
 
 def test_render_refuses_a_tenant_name_kuberay_rejects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,12 +71,12 @@ def test_apply_dry_run_then_status_and_delete(tmp_path: Path, capsys: pytest.Cap
     with FakeApiServer() as fake:
         config = str(fake.kubeconfig(tmp_path))
         assert main(["kube", "apply", str(out), "--dry-run", "--kubeconfig", config]) == 0
-        assert len(fake.requests) == 19 and all(r.query.get("dryRun") == ["All"] for r in fake.requests)
+        assert len(fake.requests) == 28 and all(r.query.get("dryRun") == ["All"] for r in fake.requests)
         assert fake.requests[0].path == "/api/v1/namespaces/nlp"  # namespaces first, then cluster-scoped
         assert fake.requests[3].path == "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/local-cpu"
         assert fake.objects == {}
         assert main(["kube", "apply", str(out), "--kubeconfig", config]) == 0
-        assert len(fake.objects) == 19
+        assert len(fake.objects) == 28
         capsys.readouterr()
         assert main(["kube", "status", str(out / "vision.yaml"), "--kubeconfig", config, "-o", "json"]) == 0
         assert '"state": "pending"' in capsys.readouterr().out

@@ -1,0 +1,283 @@
+"""Reliability under load on one local Ray head (opt-in; figures go to benchmarks/RELIABILITY.md).
+
+    python benchmarks/bench_reliability.py                      # 500 concurrent, 2 min at 5/s, 1,000 queued
+    python benchmarks/bench_reliability.py --concurrent 100 --load-s 30 --no-run   # a quick look
+
+1. Concurrency: 20 threads submit ``--concurrent`` jobs, each with its own request id, and 10% of them a
+   second time (a client retrying a lost answer). Reported: jobs stored vs distinct request ids, and (unless
+   --no-run) that each ran exactly once: SUCCEEDED with 1 attempt, one Ray Job, one worker start stamp.
+2. Load: ``--rate`` submissions per second for ``--load-s`` seconds of tiny Tasks. Reported: submit latency
+   p50/p99, admissions per second, the controller's memory growth (RSS of its process), and the most live
+   Ray Job drivers seen against the cap.
+3. Crash: the controller is killed ``--kills`` times while jobs wait (resume = the restarted controller's own
+   start stamp minus the kill time), then one running job's driver is SIGKILLed (freed = until FAILED, no
+   allocation).
+4. Queue: one job holds tenant ``q``'s max, ``--queued`` more wait behind it; then ``client.queue()``,
+   ``client.status()`` and the CLI's ``cuberay queue`` / ``cuberay status`` (in-process, connected) are timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown, print_machine, write_json  # noqa: E402
+
+from cuberay.platform import client  # noqa: E402
+from cuberay.platform.demo import scratch_env  # noqa: E402
+from cuberay.platform.policy.states import JobState  # noqa: E402
+
+STAMP = "cuberay-start-stamp"
+DRIVER_CAP = 4
+
+
+def platform_file(scratch: Path) -> Path:
+    spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "bench"},
+            "spec": {"storage": str(scratch / "storage"), "scheduler": {"max_drivers": DRIVER_CAP},
+                     "tenants": [{"name": "bench", "members": ["*"]},
+                                 {"name": "q", "members": ["*"], "quota": {"max": {"cpu": "1"}}}]}}
+    path = scratch / "platform.yaml"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def tiny(name: str, cpu: str = "100m", sleep_s: float = 0) -> dict[str, Any]:
+    command = f"{sys.executable} -c \"import time; print('{STAMP}', flush=True); time.sleep({sleep_s})\""
+    return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": name},
+            "spec": {"workers": 1, "resources": {"cpu": cpu, "memory": "64Mi"}, "command": command}}
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def wait_all_terminal(ids: list[str], timeout: float) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = {r.id: r for r in client.list_jobs(tenant="bench")}
+        done = [recs[j] for j in ids if j in recs and recs[j].state.is_terminal]
+        if len(done) == len(ids) or time.monotonic() > deadline:
+            return done
+        time.sleep(2)
+
+
+def bench_concurrent(n: int, run: bool, jobs: Any) -> dict[str, Any]:
+    name = f"conc-{uuid.uuid4().hex[:6]}"
+    keys = [f"r{i}" for i in range(n)] + [f"r{i}" for i in range(0, n, 10)]  # 10% retried
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        refs = list(pool.map(lambda k: client.submit(tiny(name), "bench", request_id=k), keys))
+    submit_s = time.monotonic() - t0
+    by_key: dict[str, set[str]] = {}
+    for key, ref in zip(keys, refs):
+        by_key.setdefault(key, set()).add(ref.id)
+    stored = [r for r in client.list_jobs(tenant="bench") if r.name == name]
+    out: dict[str, Any] = {"submits": len(keys), "request_ids": n, "stored": len(stored),
+                           "distinct_ids": len({r.id for r in stored}),
+                           "one_job_per_request_id": all(len(v) == 1 for v in by_key.values()),
+                           "submit_s": round(submit_s, 1)}
+    if not run:  # the next phase measures a quiet platform
+        for r in stored:
+            client.cancel(r.id)
+    else:
+        t0 = time.monotonic()
+        done = wait_all_terminal([r.id for r in stored], 3600)
+        runs: dict[str, list[Any]] = {}
+        for info in jobs.list_jobs():
+            for r in stored:
+                if (info.submission_id or "").startswith(f"cuberay-{r.id}") and \
+                        (info.submission_id == f"cuberay-{r.id}" or info.submission_id.startswith(f"cuberay-{r.id}-")):
+                    runs.setdefault(r.id, []).append(info)
+        once = sum(1 for r in done if r.state == JobState.SUCCEEDED and r.attempts == 1 and len(runs.get(r.id, [])) == 1)
+        stamps_ok = sum(1 for r in done if sum(jobs.get_job_logs(i.submission_id).count(STAMP)
+                                               for i in runs.get(r.id, [])) == 1)
+        out.update({"ended": len(done), "ran_exactly_once": once, "one_start_stamp": stamps_ok,
+                    "drain_s": round(time.monotonic() - t0, 1)})
+    return out
+
+
+def controller_rss_mb() -> float:
+    import psutil
+
+    pid = client._call("ping")["pid"]
+    return psutil.Process(pid).memory_info().rss / 2**20
+
+
+def bench_load(rate: float, seconds: float, jobs: Any, drain: bool = True) -> dict[str, Any]:
+    name = f"load-{uuid.uuid4().hex[:6]}"
+    rss0 = controller_rss_mb()
+    latencies: list[float] = []
+    ids: list[str] = []
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            live = [j for j in jobs.list_jobs() if (j.submission_id or "").startswith(f"cuberay-bench-{name}")
+                    and not j.status.is_terminal()]
+            peak[0] = max(peak[0], len(live))
+            time.sleep(1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0 = time.monotonic()
+    for i in range(int(rate * seconds)):
+        due = t0 + i / rate
+        time.sleep(max(0.0, due - time.monotonic()))
+        s = time.monotonic()
+        ids.append(client.submit(tiny(name), "bench").id)
+        latencies.append(time.monotonic() - s)
+    load_s = time.monotonic() - t0
+    admitted = sum(1 for e in client._call("events", None, None) if e.kind == "admitted" and e.job_id in set(ids))
+    rss1 = controller_rss_mb()
+    if drain:
+        done = wait_all_terminal(ids, 3600)
+    else:  # --no-run: what ran during the load is the figure; cancel the rest
+        done = [r for r in client.list_jobs(tenant="bench") if r.id in set(ids) and r.state.is_terminal]
+        for job_id in ids:
+            client.cancel(job_id)
+    stop.set()
+    sampler.join()
+    return {"submissions": len(ids), "drained": drain, "seconds": round(load_s, 1), "rate_achieved": round(len(ids) / load_s, 2),
+            "submit_p50_ms": round(1000 * pct(latencies, 0.5), 1), "submit_p99_ms": round(1000 * pct(latencies, 0.99), 1),
+            "admitted_during_load": admitted, "admissions_per_s": round(admitted / load_s, 2),
+            "succeeded": sum(r.state == JobState.SUCCEEDED for r in done), "ended": len(done),
+            "after_load_s": round(time.monotonic() - t0 - load_s, 1),
+            "controller_rss_mb": [round(rss0, 1), round(rss1, 1)],
+            "peak_live_drivers": peak[0], "driver_cap": DRIVER_CAP}
+
+
+def bench_crash(kills: int) -> dict[str, Any]:
+    """Kill the controller ``kills`` times while jobs wait (resume = its own start stamp - kill time), and kill
+    one job's driver (freed = time until the job is FAILED with no allocation)."""
+    import os
+    import signal
+
+    import ray
+    from ray.job_submission import JobSubmissionClient
+
+    from cuberay.platform.control.install import find
+
+    name = f"crash-{uuid.uuid4().hex[:6]}"
+    ids = [client.submit(tiny(name, cpu="1", sleep_s=3600), "q").id for _ in range(3)]  # one runs, two wait
+    resumed = []
+    for _ in range(kills):
+        old = client._call("ping")["pid"]
+        killed = time.time()
+        ray.kill(find(), no_restart=False)
+        while True:
+            try:
+                if client._call("ping", timeout=5)["pid"] != old:
+                    break
+            except Exception:  # noqa: BLE001 - restarting
+                time.sleep(0.2)
+        stamps = [e.time for e in client._call("events", None, None) if e.kind == "controller_started"
+                  and e.time > killed]
+        resumed.append(round(min(stamps) - killed, 2))
+    lost = [j for j in ids if client.status(j).state.is_terminal]
+    running = next(client.status(j) for j in ids if client.status(j).state == JobState.RUNNING)
+    jobs = JobSubmissionClient(client._call("dashboard_url"))
+    while not (info := jobs.get_job_info(running.submission_id)).driver_info:
+        time.sleep(0.2)
+    os.kill(int(info.driver_info.pid), signal.SIGKILL)
+    killed = time.monotonic()
+    while not ((rec := client.status(running.id)).state.is_terminal and rec.allocation is None):
+        time.sleep(0.1)
+    freed = round(time.monotonic() - killed, 2)
+    for j in ids:
+        client.cancel(j)
+    return {"controller_kills": kills, "resume_s": resumed, "lost_or_ended_by_kills": len(lost),
+            "driver_kill_freed_s": freed, "driver_kill_state": rec.state.value}
+
+
+def timed(fn: Any, repeats: int = 5) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.monotonic()
+        fn()
+        times.append(time.monotonic() - t)
+    return round(max(times), 3)
+
+
+def bench_queue(n: int) -> dict[str, Any]:
+    from cuberay.cli import main as cli
+
+    blocker = client.submit(tiny(f"hold-{uuid.uuid4().hex[:6]}", cpu="1", sleep_s=3600), "q")
+    name = f"wait-{uuid.uuid4().hex[:6]}"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = list(pool.map(lambda _: client.submit(tiny(name, cpu="1"), "q").id, range(n)))
+    time.sleep(5)  # a few admission cycles over the full queue
+    waiting = sum(1 for e in client.queue("q") if e.position is not None)
+    out = {"queued": waiting, "client_queue_s": timed(lambda: client.queue()),
+           "client_status_s": timed(lambda: client.status(ids[-1])),
+           "cli_queue_s": timed(_silent(cli, ["queue"])), "cli_status_s": timed(_silent(cli, ["status", ids[-1]]))}
+    client.cancel(blocker.id)
+    for job_id in ids:
+        client.cancel(job_id)
+    return out
+
+
+def _silent(fn: Any, argv: list[str]) -> Any:
+    def call() -> None:
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            fn(argv)
+    return call
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--concurrent", type=int, default=500)
+    parser.add_argument("--no-run", action="store_true",
+                        help="phase 1 counts stored jobs only; phase 2 cancels what has not ended when the load stops")
+    parser.add_argument("--rate", type=float, default=5.0)
+    parser.add_argument("--load-s", type=float, default=120.0)
+    parser.add_argument("--queued", type=int, default=1000)
+    parser.add_argument("--cpus", type=int, default=8)
+    parser.add_argument("--kills", type=int, default=3, help="controller kills in the crash phase")
+    parser.add_argument("--skip", default="", help="comma list of phases to skip: concurrent,load,crash,queue")
+    args = parser.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    info = print_machine()
+    from ray.job_submission import JobSubmissionClient
+
+    result: dict[str, Any] = {"machine": info, "args": vars(args)}
+    with tempfile.TemporaryDirectory(prefix="cuberay-rel-", ignore_cleanup_errors=True) as tmp:
+        scratch = Path(tmp)
+        with scratch_env(scratch, args.cpus):
+            url = client.up(str(platform_file(scratch)))
+            try:
+                jobs = JobSubmissionClient(url)
+                if "concurrent" not in skip:
+                    result["concurrent"] = bench_concurrent(args.concurrent, not args.no_run, jobs)
+                    print("concurrent:", result["concurrent"], flush=True)
+                if "load" not in skip:
+                    result["load"] = bench_load(args.rate, args.load_s, jobs, drain=not args.no_run)
+                    print("load:", result["load"], flush=True)
+                if "crash" not in skip:
+                    result["crash"] = bench_crash(args.kills)
+                    print("crash:", result["crash"], flush=True)
+                if "queue" not in skip:
+                    result["queue"] = bench_queue(args.queued)
+                    print("queue:", result["queue"], flush=True)
+            finally:
+                client.down()
+    path = write_json("reliability", result)
+    rows = [{"phase": k, "figures": json.dumps(v)} for k, v in result.items() if k not in ("machine", "args")]
+    print("\n" + markdown(rows, ["phase", "figures"]) + f"\n\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Live reload of the platform file: tenants, members, quotas, scheduler settings and pools, without a restart.
+
+``cuberay up`` with an edited file calls :meth:`Reload.reload` on the running controller. The new file is
+checked against what runs: a tenant with waiting or running jobs cannot be removed, and the storage and
+database cannot move (they hold the queue). Quotas apply from the next admission cycle: a tenant whose
+new max is below its current use admits nothing more until it is under it again, and its running jobs
+are preempted only by the usual rules (another tenant reclaiming its guarantee), never at once.
+
+The reloaded file is kept in Ray's GCS (namespace ``cuberay``), so a controller that Ray restarts comes
+back with it rather than with the file it was installed with; a fresh install clears it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Mapping
+
+from cuberay.errors import AdmissionError, SpecError
+from cuberay.platform.control import convert as conv
+from cuberay.platform.control.ids import KV_NAMESPACE
+from cuberay.platform.policy.fit import platform_policy, tenant_quotas
+from cuberay.platform.spec import Platform, load_platform, load_spec
+
+_KEY = b"platform/reloaded"
+
+
+def persisted() -> dict[str, Any] | None:
+    """The platform file of the last reload on this cluster, if any."""
+    from ray.experimental import internal_kv
+
+    raw = internal_kv._internal_kv_get(_KEY, namespace=KV_NAMESPACE)
+    return None if not raw else json.loads(raw)
+
+
+def persist(platform: Platform) -> None:
+    from ray.experimental import internal_kv
+
+    internal_kv._internal_kv_put(_KEY, json.dumps(platform.model_dump(mode="json")), overwrite=True,
+                                 namespace=KV_NAMESPACE)
+
+
+def clear() -> None:
+    from ray.experimental import internal_kv
+
+    internal_kv._internal_kv_del(_KEY, namespace=KV_NAMESPACE)
+
+
+def changes(old: Platform, new: Platform, active: Mapping[str, int], usage: Mapping[str, Mapping[str, float]]
+            ) -> list[str]:
+    """What the reload changes, in words; SpecError/AdmissionError when it cannot apply to what runs."""
+    for field in ("storage", "database"):
+        if getattr(old.spec, field) != getattr(new.spec, field):
+            raise SpecError(f"spec.{field} changed from {getattr(old.spec, field)!r} to "
+                            f"{getattr(new.spec, field)!r}; it holds the queue and history, so it cannot move "
+                            f"while the controller runs: change it back, or stop the platform (`cuberay down`) "
+                            f"and start it with the new file", path=f"spec.{field}")
+    before = {t.name: t for t in old.tenants}
+    after = {t.name: t for t in new.tenants}
+    busy = sorted(name for name in set(before) - set(after) if active.get(name))
+    if busy:
+        raise AdmissionError(f"tenant(s) {', '.join(busy)} still have waiting or running jobs "
+                             f"({', '.join(f'{n}: {active[n]}' for n in busy)}), so the platform file cannot drop "
+                             f"them; cancel those jobs first or keep the tenant")
+    out = [f"tenant {n} added" for n in sorted(set(after) - set(before))]
+    out += [f"tenant {n} removed" for n in sorted(set(before) - set(after))]
+    for name in sorted(set(before) & set(after)):
+        if before[name] != after[name]:
+            out.append(f"tenant {name} changed")
+            limit = after[name].max_resources()
+            over = {} if limit is None else {k: v for k, v in usage.get(name, {}).items()
+                                             if v > limit.get(k, float("inf")) + 1e-9}
+            if over:
+                out.append(f"tenant {name} uses more than its new max ({', '.join(sorted(over))}): it admits "
+                           f"nothing more until its jobs end or are preempted by the usual rules")
+    if old.spec.scheduler != new.spec.scheduler:
+        out.append("scheduler settings changed")
+    if old.spec.node_pools != new.spec.node_pools:
+        out.append("node pools changed")
+    return out or ["no change"]
+
+
+class Reload:
+    """The controller's reload call; it supplies platform, state, store, drivers, _lock, _wake and interval_s."""
+
+    async def reload(self, platform: Mapping[str, Any], user: str = "") -> list[str]:
+        """Apply an edited platform file to the running controller; returns what changed."""
+        new = load_platform(dict(platform))
+        async with self._lock:
+            active: dict[str, int] = {}
+            for job in [*self.state.queue, *(r.job for r in self.state.running.values())]:
+                active[job.tenant] = active.get(job.tenant, 0) + 1
+            summary = changes(self.platform, new, active, self.state.usage)
+            if summary == ["no change"]:
+                return summary
+            self._apply_platform(new)
+            persist(new)
+            self.store.add_event("platform_reloaded", f"by {user or 'an admin'}: {'; '.join(summary)}")
+            self._wake.set()
+            return summary
+
+    def _apply_platform(self, new: Platform) -> None:
+        self.platform = new
+        self.interval_s = new.spec.scheduler.cycle_interval_s
+        self.state.tenants = dict(tenant_quotas(new))
+        self.state.policy = platform_policy(new)
+        for name in self.state.tenants:
+            self.state.usage.setdefault(name, {})
+        self.drivers.launcher.max_drivers = new.spec.scheduler.max_drivers
+        self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in new.tenants})
+        now = time.time()
+        for queued in list(self.state.queue):  # priorities and pools come from the tenant: recompute
+            rec = self.store.get_job(queued.id)
+            self.state.queue.remove(queued.id)
+            self.state.queue.add(conv.job_request(rec.id, load_spec(rec.spec), new.tenant(rec.tenant),
+                                                  rec.submit_time or now, queued.attained_gpu_s))

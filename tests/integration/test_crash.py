@@ -1,0 +1,121 @@
+"""Crashes on the live platform: the controller killed mid-stream, a job's driver killed.
+
+Counts come from Ray's side as well as cuberay's: each worker prints a start stamp into its Ray Job's log,
+and those are counted against the attempts the store recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import uuid
+from typing import Any
+
+import pytest
+import ray
+
+from cuberay.platform import client
+from cuberay.platform.policy.states import JobState
+from tests.support import wait_for
+
+STAMP = "cuberay-start-stamp"
+# The targets are 10 s each, measured by benchmarks/bench_reliability.py (phase "crash"); these bounds are 4x
+# wider because CI's 2 shared cores start a Python process (the restarted controller) 2-4x slower.
+RESUME_LIMIT_S = 40.0  # admission is back this soon after the controller dies
+FREE_LIMIT_S = 40.0    # a dead driver's allocation is freed this soon
+
+
+def job(name: str, *, gpu: str = "4", sleep_s: float = 2, max_failures: int = 0) -> dict[str, Any]:
+    command = f"{sys.executable} -c \"import time; print('{STAMP}', flush=True); time.sleep({sleep_s})\""
+    return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": name},
+            "spec": {"workers": 1, "resources": {"cpu": "500m", "gpu": gpu}, "command": command,
+                     "max_failures": max_failures}}
+
+
+def ctl(platform, method: str, *args: Any) -> Any:
+    return ray.get(getattr(platform.controller, method).remote(*args), timeout=30)
+
+
+def _answering(platform, old_pid: int) -> bool:
+    try:
+        info = ctl(platform, "ping")
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+        return False
+    return info["pid"] != old_pid and info["ticks"] > 0
+
+
+@pytest.mark.timeout(400)
+def test_controller_killed_twice_mid_stream_loses_and_repeats_nothing(platform, job_client) -> None:
+    """Six 4-GPU jobs on tenant a (max 8): two run, four queue; the controller dies twice meanwhile."""
+    name = f"stream-{uuid.uuid4().hex[:6]}"
+    ids = [client.submit(job(name, sleep_s=3), "a").id for _ in range(6)]
+    resumed = []
+    for _ in range(2):
+        wait_for(lambda: any(client.status(j).state == JobState.RUNNING for j in ids), 120, "a running job")
+        old_pid = ctl(platform, "ping")["pid"]
+        killed = time.time()
+        ray.kill(platform.controller, no_restart=False)
+        wait_for(lambda: _answering(platform, old_pid), 60, "the restarted controller's first cycle")
+        # The restarted controller's own stamp: it has rebuilt queue and ledger and starts admitting.
+        started = [e.time for e in ctl(platform, "events", None, None)
+                   if e.kind == "controller_started" and e.time > killed]
+        resumed.append(round(min(started) - killed, 2))
+    records = wait_for(lambda: (recs := [client.status(j) for j in ids]) and
+                       all(r.state.is_terminal for r in recs) and recs, 240, "every job to end")
+    assert sorted(r.id for r in client.list_jobs(tenant="a") if r.name == name) == sorted(ids)  # none lost
+    assert [r.state for r in records] == [JobState.SUCCEEDED] * 6, records
+    for rec in records:  # exactly one run each, by Ray's own account
+        runs = [j for j in job_client.list_jobs() if (j.submission_id or "").startswith(f"cuberay-{rec.id}")]
+        stamps = sum(job_client.get_job_logs(r.submission_id).count(STAMP) for r in runs)
+        assert (rec.attempts, len(runs), stamps) == (1, 1, 1), (rec, runs)
+    assert max(resumed) <= RESUME_LIMIT_S, f"admission came back after {resumed} s"
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_driver_frees_its_allocation_and_fails_the_job(platform, job_client) -> None:
+    ref = client.submit(job(f"victim-{uuid.uuid4().hex[:6]}", gpu="1", sleep_s=600), "b")
+    rec = wait_for(lambda: (r := client.status(ref.id)).state == JobState.RUNNING and r, 120, "the job to run")
+    info = wait_for(lambda: (i := job_client.get_job_info(rec.submission_id)).driver_info and i, 60,
+                    "the driver to connect")
+    wait_for(lambda: STAMP in job_client.get_job_logs(rec.submission_id), 60, "the worker to start")
+    os.kill(int(info.driver_info.pid), signal.SIGKILL)
+    killed = time.monotonic()
+    ended = wait_for(lambda: (r := client.status(ref.id)).state.is_terminal and r, 60, "the job to end")
+    freed_s = time.monotonic() - killed
+    assert ended.state == JobState.FAILED and ended.allocation is None, ended
+    assert ref.id not in ctl(platform, "running")
+    assert freed_s <= FREE_LIMIT_S, f"freed after {freed_s:.1f} s"
+
+
+@pytest.mark.timeout(300)
+def test_a_removed_worker_node_requeues_its_jobs_and_frees_their_quota(platform, ray_cluster) -> None:
+    labels = {"cuberay.io/test": f"loss-{uuid.uuid4().hex[:6]}"}
+    spec = job(f"on-lost-{uuid.uuid4().hex[:6]}", gpu="0", sleep_s=600)
+    spec["spec"]["node_selector"] = labels
+
+    def ledger_node() -> str | None:
+        return next((n["node_id"] for n in ctl(platform, "nodes") if n["labels"].get("cuberay.io/test") ==
+                     labels["cuberay.io/test"]), None)
+
+    node = ray_cluster.cluster.add_node(num_cpus=2, memory=4 * 2**30, labels=labels, wait=False)
+    removed = False
+    try:
+        node_id = wait_for(ledger_node, 120, "the controller to see the new node")
+        ref = client.submit(spec, "c")
+        rec = wait_for(lambda: (r := client.status(ref.id)).state == JobState.RUNNING and r, 120, "the job to run")
+        assert rec.allocation == [{"node_id": node_id}]
+        ray_cluster.cluster.remove_node(node)
+        removed = True
+        requeued = wait_for(lambda: (r := client.status(ref.id)).state == JobState.QUEUED and r, 90,
+                            "the job to be requeued")
+        assert requeued.allocation is None, requeued
+        assert any(e.kind == "requeued" and "was lost" in e.message for e in ctl(platform, "events", ref.id))
+        usage = next(t for t in client.tenants() if t.name == "c")
+        assert usage.in_use.get("CPU", 0.0) == 0.0 and usage.running == 0, usage
+        assert ref.id not in ctl(platform, "running")
+    finally:
+        if not removed:
+            ray_cluster.cluster.remove_node(node)
+    wait_for(lambda: ledger_node() is None, 90, "the node to leave the ledger")
