@@ -42,7 +42,7 @@ from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.preemption import EPS as _EPS
 from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
-from cuberay.platform.policy.reservation import claim, held_now, worth_reserving
+from cuberay.platform.policy.reservation import claim, held_now, waited, worth_reserving
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources
 
 # -- the cycle -----------------------------------------------------------------------
@@ -133,8 +133,9 @@ class _Cycle(Preemption):
         band = self.s.band_of(job)
         factor = self.p.las_promote
         if band and factor is not None:
-            ran = job.attained_gpu_s / max(job.gpus, 1.0)
-            if self.now - job.queued_at >= min(factor * ran, self.p.las_promote_max_wait_s):
+            due = factor * job.attained_gpu_s / max(job.gpus, 1.0)
+            cap = self.p.las_promote_max_wait_s
+            if self.now - job.queued_at >= (due if cap is None else min(due, cap)):
                 return 0
         return band
 
@@ -143,9 +144,9 @@ class _Cycle(Preemption):
             if self.p.reserve and self.reservation is None:
                 self._reserve_for_oldest()
             self._loop()
-            blocked = [j for j in self.blocked if worth_reserving(j)]
+            blocked = [j for j in self.blocked if worth_reserving(j) and self._overdue(j)]
             if self.p.reserve and self.reservation is None and blocked:
-                oldest = min(blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
+                oldest = min(blocked, key=self._reserve_order)
                 self.reservation = Reserve(oldest.id, claim(self.s.ledger, oldest), self.now)
                 self.decisions.append(self.reservation)
         finally:
@@ -153,6 +154,14 @@ class _Cycle(Preemption):
         return Cycle(self.decisions, self.waits)
 
     def _loop(self) -> None:
+        # A holder that waited longest in all may sit behind younger jobs of its own bucket, which
+        # a blocked head would hide: it goes first (its claim is the point of holding it).
+        early = None
+        if self.reservation is not None and self.reservation.job_id is not None \
+                and not self.s.queue.is_head(self.reservation.job_id):
+            early = self.s.queue.get(self.reservation.job_id)
+            if early is not None:
+                self._try(early)
         heap: list[tuple[tuple, int, Bucket, int]] = []
         for i, b in enumerate(self.s.queue.buckets()):
             heap.append((self.key(b, b.entries[0]), i, b, 0))
@@ -170,6 +179,10 @@ class _Cycle(Preemption):
                 return
             job = self.s.queue.get(head[2])
             assert job is not None
+            if job is early:  # tried above; behind it, the same shape fits no better
+                if pos + 1 < len(b.entries):
+                    heapq.heappush(heap, (self.key(b, b.entries[pos + 1]), i, b, pos + 1))
+                continue
             if self._hopeless(job):
                 continue
             if self._try(job):
@@ -184,8 +197,8 @@ class _Cycle(Preemption):
         """Simulator shortcut: no free accelerator, no preemption left, nothing to explain or reserve."""
         if self.explain or job.gpus <= 0 or self.preemption_attempts_left > 0:
             return False
-        if self.p.reserve and self.reservation is None:
-            return False
+        if self.p.reserve and self.reservation is None and worth_reserving(job) and self._overdue(job):
+            return False  # it may be the one to take the reservation
         free = self.s.ledger.total_free
         return all(free.get(n, 0.0) <= _EPS for n in job.total if n in CARD_RESOURCES)
 
@@ -285,15 +298,52 @@ class _Cycle(Preemption):
         sticky until the holder starts or leaves the queue.
         """
         queue = self.s.queue
-        heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
-                 if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
-        if not heads:
-            return
-        job = queue.get(min(heads)[3])
+        if self.p.reserve_after_wait_s is None:
+            heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
+                     if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
+            if not heads:
+                return
+            job = queue.get(min(heads)[3])
+        else:
+            job = self._most_overdue()
         if job is None or self._over_max(job) or self._place(job, honour_reservation=False):
             return
         self.reservation = Reserve(job.id, claim(self.s.ledger, job), self.now)
         self.decisions.append(self.reservation)
+
+
+    def _overdue(self, job: JobRequest) -> bool:
+        """Queued long enough in all (across preemptions) to be owed the reservation."""
+        limit = self.p.reserve_after_wait_s
+        return limit is None or waited(job, self.now) >= limit
+
+    def _reserve_order(self, job: JobRequest) -> tuple:
+        if self.p.reserve_after_wait_s is None:
+            return (-job.priority, job.submit_time, job.seq)
+        return (-job.priority, -waited(job, self.now), job.seq)
+
+    def _most_overdue(self) -> JobRequest | None:
+        """The gang of the highest priority that has waited longest in all, if past ``reserve_after_wait_s``.
+
+        Only jobs submitted at least that long ago can qualify, and bucket entries
+        are in submission order, so each bucket is read only as far as those.
+        """
+        limit = self.p.reserve_after_wait_s
+        assert limit is not None
+        cutoff = self.now - limit
+        best: tuple | None = None
+        found: JobRequest | None = None
+        for b in self.s.queue.buckets():
+            for submit, _, job_id in b.entries:
+                if submit > cutoff:
+                    break
+                job = self.s.queue.get(job_id)
+                if job is None or not worth_reserving(job) or not self._overdue(job):
+                    continue
+                key = self._reserve_order(job)
+                if best is None or key < best:
+                    best, found = key, job
+        return found
 
 
 def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
