@@ -2,7 +2,7 @@
 
 Threshold 100 GPU-s: a 4-GPU job leaves band 0 after 25 s of running, a 2-GPU job after 50 s.
 Promotion: a band-1 job returns to band 0 after waiting ``las_promote`` times its run time per card.
-The reservation goes to the gang that has waited longest in all, once past ``reserve_after_wait_s``.
+The reservation goes to the gang that has waited longest in all, once past ``overdue_after_s``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_waited_counts_all_time_queued_across_preemptions():
     assert waited(j, 400) == 250
 
 
-GUARD = replace(CLASSIC, reserve_after_wait_s=100.0)
+GUARD = replace(CLASSIC, overdue_after_s=100.0)
 
 
 def blocked_gangs(policy: Policy):
@@ -117,6 +117,20 @@ def test_the_reservation_goes_to_the_gang_that_waited_longest_in_all():
 
 
 def test_without_the_wait_guard_the_oldest_submission_reserves_at_once():
-    st = blocked_gangs(replace(GUARD, reserve_after_wait_s=None))
+    st = blocked_gangs(replace(GUARD, overdue_after_s=None))
     assert st.reservation is None
     assert [r.job_id for r in reserves(cycle(st, 1))] == ["old"]
+
+
+def test_an_overdue_job_is_promoted_preempts_and_is_protected_once_started():
+    st = state(cluster(nodes=1, gpus=4), policy=replace(LAS, las_promote=None, overdue_after_s=100.0))
+    submit(st, job("hog", gpus=4, workers=1))
+    cycle(st, 0)
+    vet = job("vet", gpus=4, workers=1, t=-1000)
+    vet.attained_gpu_s, vet.queued_at = 4 * 1000.0, 0.0  # ran 1000 s of its 1000 s since submission
+    submit(st, vet)
+    assert preempted(cycle(st, 99)) == {}  # queued 99 s in all: band 1, as hog
+    c = cycle(st, 100)
+    assert set(preempted(c)) == {"hog"} and [(d.job_id, d.protected) for d in c.admitted] == [("vet", True)]
+    submit(st, job("fresh", gpus=4, workers=1, t=200))
+    assert preempted(cycle(st, 200)) == {} and "vet" in st.running  # band 1, but protected

@@ -114,7 +114,7 @@ class _Cycle(Preemption):
             return (head[0], head[1])
         share = self._share(b.tenant) if self.p.fair_share else 0.0
         band = b.band
-        if band and self.p.las_promote is not None:
+        if band and (self.p.las_promote is not None or self.p.overdue_after_s is not None):
             band = self.band(self.s.queue.get(head[2]))  # type: ignore[arg-type]
         return (-b.priority, band, share, head[0], head[1])
 
@@ -126,9 +126,10 @@ class _Cycle(Preemption):
         return share
 
     def band(self, job: JobRequest) -> int:
-        """Service band now: Tiresias-style promotion back to band 0 after waiting as long as it ran.
+        """Service band now: Tiresias-style promotion back to band 0 after waiting ``las_promote`` times
+        its run time per card since it was last queued, or once overdue (``overdue_after_s`` queued in all).
 
-        The wait is capped (``las_promote_max_wait_s``): a preempted week-long job must not wait a week.
+        ``las_promote_max_wait_s``, when set, caps the first wait.
         """
         band = self.s.band_of(job)
         factor = self.p.las_promote
@@ -137,6 +138,8 @@ class _Cycle(Preemption):
             cap = self.p.las_promote_max_wait_s
             if self.now - job.queued_at >= (due if cap is None else min(due, cap)):
                 return 0
+        if band and self.p.overdue_after_s is not None and self._overdue(job):
+            return 0
         return band
 
     def run(self) -> Cycle:
@@ -274,7 +277,8 @@ class _Cycle(Preemption):
         add_amounts(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
         self._shares.pop(job.tenant, None)
         holder = self.reservation is not None and self.reservation.job_id == job.id
-        self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder))
+        overdue = self.p.overdue_after_s is not None and self._overdue(job)
+        self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder or overdue))
         if self.reservation and self.reservation.job_id == job.id:
             self.reservation = None
             self.decisions.append(Reserve(None))
@@ -298,7 +302,7 @@ class _Cycle(Preemption):
         sticky until the holder starts or leaves the queue.
         """
         queue = self.s.queue
-        if self.p.reserve_after_wait_s is None:
+        if self.p.overdue_after_s is None:
             heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
                      if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
             if not heads:
@@ -313,22 +317,22 @@ class _Cycle(Preemption):
 
 
     def _overdue(self, job: JobRequest) -> bool:
-        """Queued long enough in all (across preemptions) to be owed the reservation."""
-        limit = self.p.reserve_after_wait_s
+        """Queued ``overdue_after_s`` in all (across preemptions); without that limit every job may reserve."""
+        limit = self.p.overdue_after_s
         return limit is None or waited(job, self.now) >= limit
 
     def _reserve_order(self, job: JobRequest) -> tuple:
-        if self.p.reserve_after_wait_s is None:
+        if self.p.overdue_after_s is None:
             return (-job.priority, job.submit_time, job.seq)
         return (-job.priority, -waited(job, self.now), job.seq)
 
     def _most_overdue(self) -> JobRequest | None:
-        """The gang of the highest priority that has waited longest in all, if past ``reserve_after_wait_s``.
+        """The gang of the highest priority that has waited longest in all, if past ``overdue_after_s``.
 
         Only jobs submitted at least that long ago can qualify, and bucket entries
         are in submission order, so each bucket is read only as far as those.
         """
-        limit = self.p.reserve_after_wait_s
+        limit = self.p.overdue_after_s
         assert limit is not None
         cutoff = self.now - limit
         best: tuple | None = None

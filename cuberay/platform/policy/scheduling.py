@@ -52,7 +52,10 @@ class Policy:
     las_promote: float | None = 1.0     # back to band 0 after waiting this many times its run time
     las_promote_max_wait_s: float | None = 6 * 3600.0  # ... or this long, whichever is shorter (None: no cap)
     las_victims_most_attained: bool = False  # LAS victims: most attained service first (else least work lost)
-    reserve_after_wait_s: float | None = None  # reservation only for a gang queued this long in all (None: at once)
+    # Starvation guard: a job queued this long in all (across preemptions) is overdue: back in band 0, never an
+    # LAS victim once started, and only overdue gangs take the reservation. None: no overdue rule, and the
+    # oldest blocked gang takes the reservation at once.
+    overdue_after_s: float | None = None
     las_preempt: bool = True            # band-0 jobs may preempt band-1 jobs (else bands only order the queue)
     max_preemptions_per_cycle: int = 1
     scan_limit: int | None = None       # most buckets examined per cycle (None: all)
