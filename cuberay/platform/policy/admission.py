@@ -8,14 +8,16 @@ simulator) apply the decisions with :meth:`ClusterState.apply` and do the side
 effects (Ray placement groups, Ray Jobs, simulated finish events).
 
 Order: priority, then service band (least attained service first, Tiresias
-style, when ``las_threshold_gpu_s`` is set; a job that waited as long as it
-ran is promoted back), then the tenant's dominant share of its guarantee
+style, when ``las_threshold_gpu_s`` is set; a job that waited ``las_promote``
+times its run time per card is promoted back), then the tenant's dominant share of its guarantee
 (DRF), then age. Quotas: a tenant may use idle capacity up to its ``max``; a
 tenant below its guarantee reclaims by preempting borrowers (lowest priority,
 later band, no bigger than needed, least work lost, newest first), never taking
-a borrower below its own guarantee. Starvation: the oldest waiting gang that
-cannot start holds a reservation that claims free capacity as it frees;
-backfilled jobs may not use it, and once started it is not an LAS victim.
+a borrower below its own guarantee. Starvation: a job queued ``overdue_after_s``
+in all is overdue: promoted, and once started never an LAS victim; the overdue
+gang that waited longest (with no such limit: the oldest blocked gang) holds a
+reservation that claims free capacity as it frees; backfilled jobs may not use
+it, and once started it is not an LAS victim.
 """
 
 from __future__ import annotations
