@@ -133,7 +133,8 @@ class Preemption:
         # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
         # ordered: most jobs need one or two victims, so a heap beats sorting every candidate.
         need = job.gpus
-        if self.p.las_victims_most_attained:  # LAS order: the job that has had the most service goes first
+        if self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None:
+            # LAS order: the job that has had the most service goes first
             heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
                      -r.attained_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
         else:
