@@ -339,12 +339,15 @@ class _Cycle(Preemption):
         cutoff = self.now - limit
         best: tuple | None = None
         found: JobRequest | None = None
-        for b in self.s.queue.buckets():
+        queue = self.s.queue
+        for b in queue.buckets():
+            if b.entries[0][0] > cutoff or not worth_reserving(queue.get(b.entries[0][2])):  # type: ignore[arg-type]
+                continue  # one gang shape per bucket: a 1-card single worker never reserves
             for submit, _, job_id in b.entries:
                 if submit > cutoff:
                     break
-                job = self.s.queue.get(job_id)
-                if job is None or not worth_reserving(job) or not self._overdue(job):
+                job = queue.get(job_id)
+                if job is None or not self._overdue(job):
                     continue
                 key = self._reserve_order(job)
                 if best is None or key < best:
