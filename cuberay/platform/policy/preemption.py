@@ -8,9 +8,9 @@ Two reasons let a job displace others: *reclaim* (its tenant is below its
 guarantee and takes capacity back from tenants borrowing above theirs, never
 taking a borrower below its own guarantee) and *outranking* (higher priority,
 or an earlier least-attained-service band, after the victim ran at least
-``min_run_before_preempt_s``, none by default). Victims are ordered lowest
-priority, later band, no bigger than needed, then most attained service (or,
-with ``las_victims_most_attained`` off, least work lost, newest).
+``min_run_before_preempt_s``). Victims are ordered lowest priority, later
+band, no bigger than needed, then least work lost, newest (or, under LAS with
+``las_victims_most_attained``, most attained service first).
 """
 
 from __future__ import annotations
