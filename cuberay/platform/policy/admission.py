@@ -162,7 +162,8 @@ class _Cycle(Preemption):
         # A holder that waited longest in all may sit behind younger jobs of its own bucket, which
         # a blocked head would hide: it goes first (its claim is the point of holding it).
         early = None
-        if self.reservation is not None and self.reservation.job_id is not None \
+        if self.p.overdue_after_s is not None and self.reservation is not None \
+                and self.reservation.job_id is not None \
                 and not self.s.queue.is_head(self.reservation.job_id):
             early = self.s.queue.get(self.reservation.job_id)
             if early is not None:
