@@ -41,6 +41,7 @@ _METRICS: list[tuple[str, Callable[[Report], str]]] = [
     ("p99 JCT (h)", lambda r: f"{r.p99_jct_s / _HOURS:.1f}"),
     ("avg wait (h)", lambda r: f"{r.avg_wait_s / _HOURS:.2f}"),
     ("max wait, jobs >= 16 GPUs (h)", lambda r: f"{r.max_wait_s_large / _HOURS:.1f}"),
+    ("max wait to first start, jobs >= 16 GPUs (h)", lambda r: f"{r.max_first_wait_s_large / _HOURS:.1f}"),
     ("makespan (h)", lambda r: f"{r.makespan_s / _HOURS:.1f}"),
     ("GPU utilisation", lambda r: f"{100 * r.gpu_utilization:.1f}%"),
     ("GPU utilisation while jobs wait", lambda r: f"{100 * r.gpu_utilization_while_queued:.1f}%"),

@@ -70,7 +70,9 @@ def quota(name: str, guaranteed_gpus: float | None = None, max_gpus: float | Non
 
 # The core without least-attained-service: most tests look at one rule at a time, and LAS
 # (on in Policy() by default) would add preemptions by attained service to every scenario.
-CLASSIC = Policy(las_threshold_gpu_s=None, min_run_before_preempt_s=0.0)
+# The reservation goes to the oldest blocked gang at once (no overdue wait), so each reservation
+# test sees its rule in one or two cycles; tests/unit/test_las_rules.py covers the overdue guard.
+CLASSIC = Policy(las_threshold_gpu_s=None, min_run_before_preempt_s=0.0, overdue_after_s=None)
 
 
 def state(ledger: Ledger, *quotas: TenantQuota, policy: Policy | None = None) -> ClusterState:

@@ -28,7 +28,7 @@ from tests.unit.helpers import (
     submit,
 )
 
-NO_PREEMPTION = Policy(preempt=False, reclaim=False)
+NO_PREEMPTION = Policy(preempt=False, reclaim=False, overdue_after_s=None)
 
 
 def usage_gpus(st: ClusterState, tenant: str) -> float:
@@ -321,7 +321,10 @@ def test_priority_preemption_frees_only_what_the_job_needs():
 # -- least attained service (LAS) --------------------------------------------------------------------
 # Threshold 100 GPU-s: a 4-GPU job leaves band 0 after 25 s of running, a 2-GPU job after 50 s.
 
-LAS = Policy(las_threshold_gpu_s=100.0, min_run_before_preempt_s=0.0)
+# These tests pin the earlier LAS rules (promotion after waiting as long as it ran, least-work-lost
+# victims, reservation at once); tests/unit/test_las_rules.py covers the default rules.
+LAS = Policy(las_threshold_gpu_s=100.0, min_run_before_preempt_s=0.0, las_promote=1.0,
+             las_promote_max_wait_s=6 * 3600.0, las_victims_most_attained=False, overdue_after_s=None)
 
 
 def test_a_band_0_job_preempts_a_band_1_job_of_its_tenant_once_it_has_run_long_enough():

@@ -8,14 +8,16 @@ simulator) apply the decisions with :meth:`ClusterState.apply` and do the side
 effects (Ray placement groups, Ray Jobs, simulated finish events).
 
 Order: priority, then service band (least attained service first, Tiresias
-style, when ``las_threshold_gpu_s`` is set; a job that waited as long as it
-ran is promoted back), then the tenant's dominant share of its guarantee
+style, when ``las_threshold_gpu_s`` is set; a job that waited ``las_promote``
+times its run time per card is promoted back), then the tenant's dominant share of its guarantee
 (DRF), then age. Quotas: a tenant may use idle capacity up to its ``max``; a
 tenant below its guarantee reclaims by preempting borrowers (lowest priority,
 later band, no bigger than needed, least work lost, newest first), never taking
-a borrower below its own guarantee. Starvation: the oldest waiting gang that
-cannot start holds a reservation that claims free capacity as it frees;
-backfilled jobs may not use it, and once started it is not an LAS victim.
+a borrower below its own guarantee. Starvation: a job queued ``overdue_after_s``
+in all is overdue: promoted, and once started never an LAS victim; the overdue
+gang that waited longest (with no such limit: the oldest blocked gang) holds a
+reservation that claims free capacity as it frees; backfilled jobs may not use
+it, and once started it is not an LAS victim.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.preemption import EPS as _EPS
 from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
-from cuberay.platform.policy.reservation import claim, held_now, worth_reserving
+from cuberay.platform.policy.reservation import claim, held_now, waited, worth_reserving
 from cuberay.platform.policy.resize import Resizing
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources
 
@@ -116,7 +118,7 @@ class _Cycle(Preemption, Resizing):
             return (head[0], head[1])
         share = self._share(b.tenant) if self.p.fair_share else 0.0
         band = b.band
-        if band and self.p.las_promote is not None:
+        if band and (self.p.las_promote is not None or self.p.overdue_after_s is not None):
             band = self.band(self.s.queue.get(head[2]))  # type: ignore[arg-type]
         return (-b.priority, band, share, head[0], head[1])
 
@@ -128,16 +130,20 @@ class _Cycle(Preemption, Resizing):
         return share
 
     def band(self, job: JobRequest) -> int:
-        """Service band now: Tiresias-style promotion back to band 0 after waiting as long as it ran.
+        """Service band now: Tiresias-style promotion back to band 0 after waiting ``las_promote`` times
+        its run time per card since it was last queued, or once overdue (``overdue_after_s`` queued in all).
 
-        The wait is capped (``las_promote_max_wait_s``): a preempted week-long job must not wait a week.
+        ``las_promote_max_wait_s``, when set, caps the first wait.
         """
         band = self.s.band_of(job)
         factor = self.p.las_promote
         if band and factor is not None:
-            ran = job.attained_gpu_s / max(job.gpus, 1.0)
-            if self.now - job.queued_at >= min(factor * ran, self.p.las_promote_max_wait_s):
+            due = factor * job.attained_gpu_s / max(job.gpus, 1.0)
+            cap = self.p.las_promote_max_wait_s
+            if self.now - job.queued_at >= (due if cap is None else min(due, cap)):
                 return 0
+        if band and self.p.overdue_after_s is not None and self._overdue(job):
+            return 0
         return band
 
     def run(self) -> Cycle:
@@ -146,9 +152,9 @@ class _Cycle(Preemption, Resizing):
                 self._reserve_for_oldest()
             self._loop()
             self._grow()  # elastic jobs take idle capacity nobody waiting can use (policy/resize.py)
-            blocked = [j for j in self.blocked if worth_reserving(j)]
+            blocked = [j for j in self.blocked if worth_reserving(j) and self._overdue(j)]
             if self.p.reserve and self.reservation is None and blocked:
-                oldest = min(blocked, key=lambda j: (-j.priority, j.submit_time, j.seq))
+                oldest = min(blocked, key=self._reserve_order)
                 self.reservation = Reserve(oldest.id, claim(self.s.ledger, oldest), self.now)
                 self.decisions.append(self.reservation)
         finally:
@@ -156,6 +162,15 @@ class _Cycle(Preemption, Resizing):
         return Cycle(self.decisions, self.waits)
 
     def _loop(self) -> None:
+        # A holder that waited longest in all may sit behind younger jobs of its own bucket, which
+        # a blocked head would hide: it goes first (its claim is the point of holding it).
+        early = None
+        if self.p.overdue_after_s is not None and self.reservation is not None \
+                and self.reservation.job_id is not None \
+                and not self.s.queue.is_head(self.reservation.job_id):
+            early = self.s.queue.get(self.reservation.job_id)
+            if early is not None:
+                self._try(early)
         heap: list[tuple[tuple, int, Bucket, int]] = []
         for i, b in enumerate(self.s.queue.buckets()):
             heap.append((self.key(b, b.entries[0]), i, b, 0))
@@ -173,6 +188,10 @@ class _Cycle(Preemption, Resizing):
                 return
             job = self.s.queue.get(head[2])
             assert job is not None
+            if job is early:  # tried above; behind it, the same shape fits no better
+                if pos + 1 < len(b.entries):
+                    heapq.heappush(heap, (self.key(b, b.entries[pos + 1]), i, b, pos + 1))
+                continue
             if self._hopeless(job):
                 continue
             if self._try(job):
@@ -187,8 +206,8 @@ class _Cycle(Preemption, Resizing):
         """Simulator shortcut: no free accelerator, no preemption left, nothing to explain or reserve."""
         if self.explain or job.gpus <= 0 or self.preemption_attempts_left > 0:
             return False
-        if self.p.reserve and self.reservation is None:
-            return False
+        if self.p.reserve and self.reservation is None and worth_reserving(job) and self._overdue(job):
+            return False  # it may be the one to take the reservation
         free = self.s.ledger.total_free
         return all(free.get(n, 0.0) <= _EPS for n in job.total if n in CARD_RESOURCES)
 
@@ -267,7 +286,8 @@ class _Cycle(Preemption, Resizing):
         add_amounts(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
         self._shares.pop(job.tenant, None)
         holder = self.reservation is not None and self.reservation.job_id == job.id
-        self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder))
+        overdue = self.p.overdue_after_s is not None and self._overdue(job)
+        self.decisions.append(Admit(job.id, tuple(nodes), reason, protected=holder or overdue))
         if self.reservation and self.reservation.job_id == job.id:
             self.reservation = None
             self.decisions.append(Reserve(None))
@@ -291,15 +311,55 @@ class _Cycle(Preemption, Resizing):
         sticky until the holder starts or leaves the queue.
         """
         queue = self.s.queue
-        heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
-                 if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
-        if not heads:
-            return
-        job = queue.get(min(heads)[3])
+        if self.p.overdue_after_s is None:
+            heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
+                     if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
+            if not heads:
+                return
+            job = queue.get(min(heads)[3])
+        else:
+            job = self._most_overdue()
         if job is None or self._over_max(job) or self._place(job, honour_reservation=False):
             return
         self.reservation = Reserve(job.id, claim(self.s.ledger, job), self.now)
         self.decisions.append(self.reservation)
+
+
+    def _overdue(self, job: JobRequest) -> bool:
+        """Queued ``overdue_after_s`` in all (across preemptions); without that limit every job may reserve."""
+        limit = self.p.overdue_after_s
+        return limit is None or waited(job, self.now) >= limit
+
+    def _reserve_order(self, job: JobRequest) -> tuple:
+        if self.p.overdue_after_s is None:
+            return (-job.priority, job.submit_time, job.seq)
+        return (-job.priority, -waited(job, self.now), job.seq)
+
+    def _most_overdue(self) -> JobRequest | None:
+        """The gang of the highest priority that has waited longest in all, if past ``overdue_after_s``.
+
+        Only jobs submitted at least that long ago can qualify, and bucket entries
+        are in submission order, so each bucket is read only as far as those.
+        """
+        limit = self.p.overdue_after_s
+        assert limit is not None
+        cutoff = self.now - limit
+        best: tuple | None = None
+        found: JobRequest | None = None
+        queue = self.s.queue
+        for b in queue.buckets():
+            if b.entries[0][0] > cutoff or not worth_reserving(queue.get(b.entries[0][2])):  # type: ignore[arg-type]
+                continue  # one gang shape per bucket: a 1-card single worker never reserves
+            for submit, _, job_id in b.entries:
+                if submit > cutoff:
+                    break
+                job = queue.get(job_id)
+                if job is None or not self._overdue(job):
+                    continue
+                key = self._reserve_order(job)
+                if best is None or key < best:
+                    best, found = key, job
+        return found
 
 
 def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:

@@ -8,8 +8,9 @@ Two reasons let a job displace others: *reclaim* (its tenant is below its
 guarantee and takes capacity back from tenants borrowing above theirs, never
 taking a borrower below its own guarantee) and *outranking* (higher priority,
 or an earlier least-attained-service band, after the victim ran at least
-``min_run_before_preempt_s``). Victims are ordered lowest priority, later band,
-no bigger than needed, least work lost, newest.
+``min_run_before_preempt_s``). Victims are ordered lowest priority, later
+band, no bigger than needed, then least work lost, newest (or, under LAS with
+``las_victims_most_attained``, most attained service first).
 """
 
 from __future__ import annotations
@@ -132,8 +133,13 @@ class Preemption:
         # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
         # ordered: most jobs need one or two victims, so a heap beats sorting every candidate.
         need = job.gpus
-        heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
-                 r.lost_work_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
+        if self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None:
+            # LAS order: the job that has had the most service goes first
+            heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
+                     -r.attained_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
+        else:
+            heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
+                     r.lost_work_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
         heapq.heapify(heap)
         return (heapq.heappop(heap)[-1] for _ in range(len(heap)))
 

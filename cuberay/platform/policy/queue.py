@@ -120,5 +120,10 @@ class JobQueue:
     def buckets(self) -> list[Bucket]:
         return list(self._buckets.values())
 
+    def is_head(self, job_id: str) -> bool:
+        """Whether the job is the oldest of its bucket (the one a cycle looks at first)."""
+        hit = self._jobs.get(job_id)
+        return hit is not None and self._buckets[hit[1]].entries[0][2] == job_id
+
     def band(self, job_id: str) -> int:
         return self._buckets[self._jobs[job_id][1]].band

@@ -38,6 +38,16 @@ def worth_reserving(job: JobRequest) -> bool:
     return job.workers > 1 or job.gpus > 1 or bool(job.max_workers and job.max_workers > 1)
 
 
+def waited(job: JobRequest, now: float) -> float:
+    """Seconds ``job`` has spent queued since submission, across preemptions.
+
+    Its run time so far is its attained service per card, so the rest of its age is waiting
+    (restart costs count as waiting: the job made no progress then).
+    """
+    ran = job.attained_gpu_s / job.gpus if job.gpus > 0 else 0.0
+    return max(0.0, now - job.submit_time - ran)
+
+
 def claim(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
     """Claim capacity for the reservation holder: its gang's share of the most-free nodes, as it frees.
 

@@ -49,8 +49,13 @@ class Policy:
     preempt: bool = True                # higher priority (or less attained service) preempts lower
     las_threshold_gpu_s: float | None = 3600.0  # least-attained-service bands (1 GPU-hour); None: off
     min_run_before_preempt_s: float = 1800.0   # priority/LAS victims must have run this long (1 checkpoint)
-    las_promote: float | None = 1.0     # back to band 0 after waiting this many times its run time
-    las_promote_max_wait_s: float = 6 * 3600.0  # ... or this long, whichever is shorter
+    las_promote: float | None = 1.0     # back to band 0 after waiting this many times its run time per card
+    las_promote_max_wait_s: float | None = 6 * 3600.0  # ... or this long, whichever is shorter (None: no cap)
+    las_victims_most_attained: bool = False  # LAS victims: most attained service first (else least work lost)
+    # Starvation guard: a job queued this long in all (across preemptions) is overdue: back in band 0, never an
+    # LAS victim once started, and only overdue gangs take the reservation. None: no overdue rule, and the
+    # oldest blocked gang takes the reservation at once.
+    overdue_after_s: float | None = None
     las_preempt: bool = True            # band-0 jobs may preempt band-1 jobs (else bands only order the queue)
     max_preemptions_per_cycle: int = 1
     scan_limit: int | None = None       # most buckets examined per cycle (None: all)

@@ -178,7 +178,8 @@ class Report:
     p50_jct_s: float
     p99_jct_s: float
     avg_wait_s: float
-    max_wait_s_large: float
+    max_wait_s_large: float              # worst total wait (all time queued) of a >=16-GPU job
+    max_first_wait_s_large: float        # worst wait of a >=16-GPU job until its first start
     makespan_s: float
     gpu_utilization: float               # allocated GPU-time / capacity GPU-time, first submission to makespan end
     gpu_utilization_while_queued: float  # the same, counted only while some job waits (how well it packs)
@@ -381,6 +382,8 @@ class _Sim:
         waits = [p.waited for p in self.progress.values() if p.trace.id in self.jct]
         large = [p.waited + (self.now - p.queued_since if p.trace.id in self.state.queue else 0.0)
                  for p in self.progress.values() if p.trace.total_gpus >= LARGE_JOB_GPUS]
+        first_waits = [(p.first_start if p.first_start is not None else self.now) - p.trace.submit_time
+                       for p in self.progress.values() if p.trace.total_gpus >= LARGE_JOB_GPUS]
         finished_at = [p.trace.submit_time + self.jct[p.trace.id] for p in self.progress.values()
                        if p.trace.id in self.jct]
         first = self.jobs[0].submit_time if self.jobs else 0.0
@@ -392,6 +395,7 @@ class _Sim:
             policy=policy.name, jobs=len(self.jobs), finished=len(jcts),
             avg_jct_s=_mean(jcts), p50_jct_s=_pct(jcts, 50), p99_jct_s=_pct(jcts, 99),
             avg_wait_s=_mean(waits), max_wait_s_large=max(large, default=0.0),
+            max_first_wait_s_large=max(first_waits, default=0.0),
             makespan_s=makespan,
             gpu_utilization=self.used_gpu_s / (self.capacity_gpus * span) if self.capacity_gpus and span > 0 else 0.0,
             gpu_utilization_while_queued=self.busy_gpu_s / self.busy_cap_s if self.busy_cap_s else 0.0,
