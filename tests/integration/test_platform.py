@@ -237,7 +237,7 @@ def test_capacity_used_outside_cuberay_is_held_in_the_ledger(platform, ray_clust
 def test_external_driver_runs_the_job_it_registered(platform, ray_cluster, job_client, tmp_path: Path) -> None:
     import yaml
 
-    spec = task("ext", 2, cpu="1", sleep_s=1, tenant="b")
+    spec = task("ext", 2, cpu="1", sleep_s=1, tenant="b", placement="spread")
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(spec))
     sid = f"ext-{uuid.uuid4().hex[:8]}"
@@ -249,7 +249,7 @@ def test_external_driver_runs_the_job_it_registered(platform, ray_cluster, job_c
     (record,) = [r for r in client.list_jobs(tenant="b") if r.submission_id == sid]
     assert record.driver == "external" and record.state == JobState.SUCCEEDED, record
     assert f"registered {record.id} (Ray Job {sid})" in logs, logs
-    assert len({m.group(3) for m in WORKER_LINE.finditer(logs)}) == 2, logs  # spread over 2 nodes
+    assert len({m.group(3) for m in WORKER_LINE.finditer(logs)}) == 2, logs  # placed where admission said: spread
 
 
 def test_driver_cap_keeps_admitted_jobs_waiting_for_a_slot(platform, ray_cluster, job_client) -> None:

@@ -487,14 +487,15 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
             reject = self.state.submit(req)
         return "capacity", (reject.reason if reject is not None else None)
 
-    async def cancel(self, ref: str, user: str) -> JobRecord:
+    async def cancel(self, ref: str, user: str | None, why: str | None = None) -> JobRecord:
+        """Cancel as ``user`` (checked), or as the platform itself (``user`` None, e.g. a pipeline) for ``why``."""
         async with self._lock:
             rec = self.store.find_job(ref)
             self._authorize(rec, user, access.CANCEL)
             if rec.state.is_terminal:
                 return rec
             self._stop_for_end(rec)
-            ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {user}", time.time())
+            ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {why or user}", time.time())
             await self.drivers.stop_pending()
             return ended
 

@@ -222,7 +222,7 @@ class PipelineDriver:
             reason = f"attempt {step.attempt} timed out: ran {now - job.start_time:.0f}s, its timeout is " \
                      f"{spec_step.timeout_s:g}s"
             self.book.update_step(run.id, step.name, message=reason)
-            await self.jobs.cancel(job.id, f"pipeline {pipe.name} (step timeout)")
+            await self.jobs.cancel(job.id, None, f"pipeline {pipe.name} (step timeout)")
             return self._failed(run, spec_step, step, reason)
         if job.state == JobState.SUCCEEDED or (job.kind == "ServeApp" and job.state == JobState.RUNNING):
             values = read_outputs(self._step_dir(run, step.name))
@@ -291,7 +291,7 @@ class PipelineDriver:
                 continue
             self.book.update_step(run.id, step.name, state=StepState.CANCELLED, message=why, end_time=self.clock())
             if step.job_id and self.jobs is not None:
-                await self.jobs.cancel(step.job_id, f"pipeline run {run.id} ended ({why})")
+                await self.jobs.cancel(step.job_id, None, f"pipeline run {run.id} ended ({why})")
         self.store.add_event("pipeline", f"run {run.id} {state.value}: {why}")
         return self.book.update_run(run.id, state=state, end_time=self.clock(), message=why)
 
