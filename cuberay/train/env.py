@@ -32,6 +32,8 @@ Pure: no Ray import.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from typing import Mapping
 
 from cuberay.platform.control.records import JobIdentity
@@ -121,4 +123,10 @@ def compose_env(worker: Mapping[str, str], *, base: Mapping[str, str],
     soft = {k: v for k, v in worker.items() if k in SOFT_DEFAULTS}
     topology = {k: v for k, v in worker.items() if k in TOPOLOGY_NAMES}
     platform = {k: v for k, v in worker.items() if k not in soft and k not in topology}
-    return {**soft, **base, **platform, **user, **topology}
+    # `python` in a command is the interpreter cuberay runs under (with the job's libraries), not
+    # whichever one a Ray worker's PATH happens to find first.
+    here = os.path.dirname(sys.executable)
+    path = base.get("PATH", "")
+    first = path.split(os.pathsep)[0]
+    inherited = {**base, "PATH": path if first == here else os.pathsep.join(filter(None, [here, path]))}
+    return {**soft, **inherited, **platform, **user, **topology}

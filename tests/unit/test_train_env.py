@@ -157,7 +157,8 @@ def test_inherited_environment_keeps_its_soft_settings_but_not_stale_identity() 
     base = {"NCCL_DEBUG": "TRACE", "PYTHONUNBUFFERED": "0", "PATH": "/usr/bin",
             "KFJ_TASK_ID": "stale", "RANK": "5", "GPU_NUM": "7"}
     env = compose_env(env_for(rank=1), base=base, user={})
-    assert (env["NCCL_DEBUG"], env["PYTHONUNBUFFERED"], env["PATH"]) == ("TRACE", "0", "/usr/bin")
+    here = os.path.dirname(sys.executable)  # `python` in a command is cuberay's own interpreter
+    assert (env["NCCL_DEBUG"], env["PYTHONUNBUFFERED"], env["PATH"]) == ("TRACE", "0", f"{here}{os.pathsep}/usr/bin")
     assert (env["KFJ_TASK_ID"], env["RANK"], env["GPU_NUM"]) == ("job-7f3a", "1", "2")
 
 
