@@ -36,7 +36,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import tempfile
 import time
 import urllib.request
@@ -49,6 +48,7 @@ import yaml
 import cuberay.pipelines as pipelines
 from cuberay.errors import CuberayError
 from cuberay.platform import client
+from cuberay.platform.control import head as controller_head
 from cuberay.platform.control.records import JobRef, QueueEntry
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -160,7 +160,7 @@ def serve_and_query(user: str, timeout_s: float = 300.0, app_file: str = SERVE_A
 
     # A free port, not Serve's 8000, which another service on the machine may hold; a Serve already
     # running keeps its own port.
-    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": free_port()})
+    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": controller_head.free_port()})
     port = deploy.details()["http_options"]["port"]
     app = load_spec(CONFIGS / app_file)
     tenant = tenant or app.tenant
@@ -180,12 +180,6 @@ def serve_and_query(user: str, timeout_s: float = 300.0, app_file: str = SERVE_A
         return Served(app=record.id, url=url, accuracy=right / len(rows), rows=len(rows), latency_ms=latency_ms)
     finally:
         ops.delete(app.name, tenant)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _post_json(url: str, body: dict, timeout_s: float = 60.0) -> dict:

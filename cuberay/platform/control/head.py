@@ -87,7 +87,8 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on this machine now (the OS picks it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -121,7 +122,7 @@ def start(log_dir: Path) -> dict[str, Any]:
     from ray._private.services import get_node_ip_address
 
     ip = get_node_ip_address()
-    port, dashboard_port = _free_port(), _free_port()
+    port, dashboard_port = free_port(), free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_file = log_dir / "ray-head.log"
     temp_dir = _private_temp_dir()
