@@ -11,16 +11,26 @@ the figures are the serving overhead):
   mux-90/10     the multiplexed single deployment, two checkpoints (0 extra hops)
   mux+mirror    the same with a 10 % mirror
 
-Closed loop: CONCURRENCY clients post one row each as fast as answers come;
-ROUNDS rounds, the paths interleaved in each round, so drift of a shared machine
-hits all of them. Run: ``.venv/bin/python benchmarks/bench_serve.py`` (~3 min).
+Two phases, each in ROUNDS rounds with the paths in a new random order every
+round, so drift of a shared machine hits all of them alike:
+
+* load: CONCURRENCY closed-loop clients post one row each as fast as answers come
+  for SECONDS per path; throughput ratios are taken within each round (paired)
+  and the median over rounds is reported, which cancels slow drift;
+* latency: one client, LATENCY_N requests per path one after another, so p50 is
+  the cost of the path itself (under load p50 is mostly queueing, i.e. a mirror of
+  throughput).
+
+Run: ``.venv/bin/python benchmarks/bench_serve.py`` (~5 min).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -31,8 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown, print_machine, write_json  # noqa: E402
 
 CONCURRENCY = int(os.environ.get("BENCH_SERVE_CONCURRENCY", "8"))
-SECONDS = float(os.environ.get("BENCH_SERVE_SECONDS", "8"))
-ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "2"))
+SECONDS = float(os.environ.get("BENCH_SERVE_SECONDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "6"))
+LATENCY_N = int(os.environ.get("BENCH_SERVE_LATENCY_N", "150"))
 ROW = [0.25] * 64
 FACTORY = "cuberay.examples.digits:build_model"
 
@@ -99,7 +110,9 @@ def _deploy(ckpts: dict[str, str]) -> dict[str, str]:
     return routes
 
 
-async def _load(url: str, seconds: float) -> tuple[int, list[float], int]:
+async def _load(url: str, seconds: float, clients: int = CONCURRENCY,
+                count: int | None = None) -> tuple[int, list[float], int]:
+    """``clients`` closed-loop clients for ``seconds`` (or ``count`` requests each)."""
     import aiohttp
 
     latencies: list[float] = []
@@ -108,7 +121,9 @@ async def _load(url: str, seconds: float) -> tuple[int, list[float], int]:
 
     async def client(session):
         nonlocal failures
-        while time.perf_counter() < stop:
+        sent = 0
+        while (time.perf_counter() < stop) if count is None else sent < count:
+            sent += 1
             started = time.perf_counter()
             async with session.post(url, json={"inputs": [ROW]}) as response:
                 await response.read()
@@ -117,13 +132,52 @@ async def _load(url: str, seconds: float) -> tuple[int, list[float], int]:
             latencies.append((time.perf_counter() - started) * 1000)
 
     async with aiohttp.ClientSession() as session:
-        await asyncio.gather(*(client(session) for _ in range(CONCURRENCY)))
+        await asyncio.gather(*(client(session) for _ in range(clients)))
     return len(latencies), latencies, failures
 
 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered))) - 1))]
+
+
+def _measure(port: int, routes: dict[str, str]) -> list[dict]:
+    """Both phases over every path; one row per path."""
+    order = list(routes)
+    shuffle = random.Random(7).shuffle
+    per_round: list[dict[str, float]] = []
+    loaded = {label: {"lat": [], "fail": 0} for label in routes}
+    quiet = {label: [] for label in routes}
+    for _ in range(ROUNDS):
+        shuffle(order)
+        rates = {}
+        for label in order:
+            n, lat, fail = asyncio.run(_load(f"http://127.0.0.1:{port}{routes[label]}", SECONDS))
+            rates[label] = n / SECONDS
+            loaded[label]["lat"] += lat
+            loaded[label]["fail"] += fail
+        per_round.append(rates)
+        shuffle(order)
+        for label in order:
+            _, lat, fail = asyncio.run(_load(f"http://127.0.0.1:{port}{routes[label]}", 0, clients=1,
+                                             count=max(1, LATENCY_N // ROUNDS)))
+            quiet[label] += lat
+            loaded[label]["fail"] += fail
+    rows = []
+    for label in routes:
+        rows.append({"path": label, "req/s": round(statistics.median(r[label] for r in per_round), 1),
+                     "p50 ms": round(_pct(loaded[label]["lat"], 50), 2),
+                     "p99 ms": round(_pct(loaded[label]["lat"], 99), 2),
+                     "1-client p50 ms": round(_pct(quiet[label], 50), 2),
+                     "1-client p99 ms": round(_pct(quiet[label], 99), 2), "failed": loaded[label]["fail"]})
+    by = {r["path"]: r for r in rows}
+    for r in rows:
+        vs_hop = statistics.median(x[r["path"]] / x["one-hop"] for x in per_round)
+        vs_direct = statistics.median(x[r["path"]] / x["direct"] for x in per_round)
+        added = r["1-client p50 ms"] - by["one-hop"]["1-client p50 ms"]
+        r["vs one-hop"] = f"{vs_hop:.2f}x, {added:+.2f} ms 1-client p50"
+        r["vs direct"] = f"{vs_direct:.2f}x"
+    return rows
 
 
 def main() -> int:
@@ -137,29 +191,16 @@ def main() -> int:
     serve.start(proxy_location="HeadOnly", http_options={"port": port})
     try:
         routes = _deploy(_checkpoints(tempfile.mkdtemp(prefix="bench-serve-ck-")))
-        totals = {label: {"n": 0, "lat": [], "fail": 0, "s": 0.0} for label in routes}
-        for label, route in routes.items():  # warm-up: model loads, connections, JIT of the batch path
+        for route in routes.values():  # warm-up: model loads, connections, JIT of the batch path
             asyncio.run(_load(f"http://127.0.0.1:{port}{route}", 1.5))
-        for _ in range(ROUNDS):
-            for label, route in routes.items():
-                n, lat, fail = asyncio.run(_load(f"http://127.0.0.1:{port}{route}", SECONDS))
-                t = totals[label]
-                t["n"] += n
-                t["lat"] += lat
-                t["fail"] += fail
-                t["s"] += SECONDS
-        rows = []
-        for label, t in totals.items():
-            rows.append({"path": label, "req/s": round(t["n"] / t["s"], 1), "p50 ms": round(_pct(t["lat"], 50), 2),
-                         "p99 ms": round(_pct(t["lat"], 99), 2), "failed": t["fail"]})
-        by = {r["path"]: r for r in rows}
-        hop, direct = by["one-hop"], by["direct"]
-        for r in rows:
-            r["vs one-hop"] = f"{r['req/s'] / hop['req/s']:.2f}x, {r['p50 ms'] - hop['p50 ms']:+.2f} ms p50"
-            r["vs direct"] = f"{r['req/s'] / direct['req/s']:.2f}x"
-        print(markdown(rows, ["path", "req/s", "p50 ms", "p99 ms", "failed", "vs one-hop", "vs direct"]))
+        rows = _measure(port, routes)
+        print(markdown(rows, ["path", "req/s", "p50 ms", "p99 ms", "1-client p50 ms", "1-client p99 ms", "failed",
+                              "vs one-hop", "vs direct"]))
+        print(f"req/s and the ratios: medians over {ROUNDS} rounds of {SECONDS:g} s with {CONCURRENCY} clients "
+              f"(ratios paired within a round); 1-client: {max(1, LATENCY_N // ROUNDS) * ROUNDS} sequential "
+              f"requests per path")
         write_json("bench_serve", {"machine": info, "concurrency": CONCURRENCY, "seconds": SECONDS,
-                                   "rounds": ROUNDS, "rows": rows})
+                                   "rounds": ROUNDS, "latency_n": LATENCY_N, "rows": rows})
     finally:
         serve.shutdown()
         ray.shutdown()

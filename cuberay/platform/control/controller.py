@@ -18,8 +18,11 @@ External drivers (``ray job submit -- cuberay run job.yaml``) register with
 driver silent for ``EXTERNAL_TIMEOUT_S``, or whose Ray Job ended, has died.
 
 The Ray Jobs client is synchronous, so its calls run in threads
-(``asyncio.to_thread``); every mutation happens on the actor's event loop
-under one lock, so a tick and a submit never interleave halfway.
+(``asyncio.to_thread``); every mutation happens on the actor's event loop.
+A tick holds ``_lock`` across its awaits (Ray's state, launching drivers), and
+so do the calls that end or change running jobs. A submit only adds a waiting
+job in one synchronous step, so it takes ``_submit_lock`` instead (which keeps
+ids and request ids of concurrent submits apart) and never waits for a tick.
 """
 
 from __future__ import annotations
@@ -106,7 +109,8 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()         # ticks, and calls that end or change running jobs
+        self._submit_lock = asyncio.Lock()  # submits: queue a job without waiting for a tick
         self._ticks = 0
         self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
         self._apply_nodes(live_nodes(ray.nodes()), time.time(), announce=False)
@@ -425,7 +429,7 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         """
         job = load_spec(dict(spec))
         conv.require_runnable(job)
-        async with self._lock:
+        async with self._submit_lock:
             if request_id is not None:
                 earlier = self.store.find_request(user, request_id)
                 if earlier is not None:

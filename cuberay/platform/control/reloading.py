@@ -81,12 +81,12 @@ def changes(old: Platform, new: Platform, active: Mapping[str, int], usage: Mapp
 
 
 class Reload:
-    """The controller's reload call; it supplies platform, state, store, drivers, _lock, _wake and interval_s."""
+    """The controller's reload call; it supplies platform, state, store, drivers, _lock, _submit_lock, _wake and interval_s."""
 
     async def reload(self, platform: Mapping[str, Any], user: str = "") -> list[str]:
         """Apply an edited platform file to the running controller; returns what changed."""
         new = load_platform(dict(platform))
-        async with self._lock:
+        async with self._submit_lock, self._lock:  # no submit sees half of the old tenants and half the new
             active: dict[str, int] = {}
             for job in [*self.state.queue, *(r.job for r in self.state.running.values())]:
                 active[job.tenant] = active.get(job.tenant, 0) + 1
