@@ -38,9 +38,16 @@ def submit(
         None, "--request-id", metavar="ID",
         help="Your own id for this submission: submitting again with the same id prints the same job, so a "
              "submit whose answer was lost is safe to retry."),
+    count: int = typer.Option(
+        1, "--count", "-n", min=1, metavar="N",
+        help="Queue N copies of the job in one call (ids <tenant>-<name>-<seq>, consecutive); prints the "
+             "first and last id. Not with --wait or --request-id."),
     output: Format = output_option(),
 ) -> None:
     """Queue the job in FILE and print its id. Exit 2 on a spec error, 3 if admission refuses it."""
+    if count > 1:
+        _submit_copies(file, count, tenant, wait=wait, request_id=request_id)
+        return
     ref = client.submit(file, tenant, user=client.current_user(), request_id=request_id)
     record = announce_and_follow(ref, output, wait)
     if record is None:
@@ -50,6 +57,14 @@ def submit(
     else:
         print(f"Job '{ref.id}' {JobState(record.state).value.lower()}")
     raise_for_end(record)
+
+
+def _submit_copies(file: Path, count: int, tenant: str | None, *, wait: bool, request_id: str | None) -> None:
+    if wait or request_id:
+        raise SpecError("--count takes neither --wait nor --request-id (they follow or name one job); follow the "
+                        "copies with `cuberay queue`, or submit one job at a time")
+    refs = client.submit_copies(file, count, tenant, user=client.current_user())
+    print(f"Queued {len(refs)} jobs: {refs[0].id} .. {refs[-1].id}")
 
 
 def announce_and_follow(ref: Any, output: Format, wait: bool) -> JobRecord | None:

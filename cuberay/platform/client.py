@@ -213,6 +213,22 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
     return JobRef(record.id, record.tenant, record.name)
 
 
+def submit_copies(spec_or_path: Any, count: int, tenant: str | None = None, *,
+                  user: str | None = None) -> list[JobRef]:
+    """Queue ``count`` copies of one job in one call (consecutive ids ``<tenant>-<name>-<seq>``).
+
+    All or none: AdmissionError (exit 3) if the job could never run, SpecError (exit 2) for a bad count.
+    """
+    from cuberay.platform.control.convert import require_runnable
+    from cuberay.platform.spec import load_spec
+
+    job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
+    require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)
+    owner, ids = _call("submit_copies", job.model_dump(mode="json"), count, tenant, user or current_user(),
+                       timeout=600.0)
+    return [JobRef(job_id, owner, job.name) for job_id in ids]
+
+
 def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -> JobRecord:
     """Block until the job is terminal; returns its record (raises TimeoutError on timeout)."""
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -96,6 +96,31 @@ def test_submit_prints_next_steps_and_wait_exits_1_on_failure(platform, tmp_path
 
 
 @pytest.mark.timeout(240)
+def test_submit_count_queues_copies_that_each_run_once(platform, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    spec = task_file(tmp_path, "cli-copies", py("print('copy-ran', flush=True)"))
+    code, out, err = cli(capsys, "submit", str(spec), "--count", "3")
+    assert code == 0, err
+    first, last = out.strip().removeprefix("Queued 3 jobs: ").split(" .. ")
+    prefix = first.rsplit("-", 1)[0]
+    seq = int(first.rsplit("-", 1)[1])
+    ids = [f"{prefix}-{seq + i}" for i in range(3)]
+    assert ids[-1] == last
+    def ended() -> list | None:
+        records = [client.status(i) for i in ids]
+        return records if all(r.state.is_terminal for r in records) else None
+
+    records = wait_for(ended, timeout=180, what="the three copies to end")
+    assert [r.state for r in records] == [JobState.SUCCEEDED] * 3 and {r.attempts for r in records} == {1}
+    assert all("copy-ran" in "".join(client.logs(i)) for i in ids)
+    code, _, err = cli(capsys, "submit", str(spec), "--count", "2", "--wait")
+    assert code == 2 and "--count takes neither" in err
+    huge = task_file(tmp_path, "cli-copies-huge", "true", workers=64)
+    code, _, err = cli(capsys, "submit", str(huge), "--count", "2")
+    assert code == 3 and "2 copies of Task" in err
+
+
+@pytest.mark.timeout(240)
 def test_queue_shows_a_quota_wait_and_cancel_ends_it(platform, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # Tenant a may use at most 8 GPUs: the filler takes all 8, so the next job waits for quota.

@@ -161,6 +161,16 @@ def test_next_seq_counts_per_tenant_and_name(store: Store) -> None:
     assert store.next_seq("nlp", "mnist-ddp") == 1
 
 
+def test_add_jobs_stores_many_with_one_event_each_or_none(store: Store) -> None:
+    store.add_jobs([job(seq) for seq in range(1, 1001)], "submitted", [f"copy {i}" for i in range(1000)])
+    assert store.next_seq("vision", "mnist-ddp") == 1001
+    assert store.get_job("vision-mnist-ddp-500") == job(500)
+    assert [(e.kind, e.message) for e in store.events("vision-mnist-ddp-7")] == [("submitted", "copy 6")]
+    with pytest.raises(Exception):  # one id already stored: the whole batch is refused, nothing half-added
+        store.add_jobs([job(1001), job(1000)], "submitted", ["new", "again"])
+    assert store.next_seq("vision", "mnist-ddp") == 1001 and store.events("vision-mnist-ddp-1001") == []
+
+
 def test_events_round_trip_filter_and_keep_the_latest(store: Store) -> None:
     store.add_event("node_joined", "node n1 joined with GPU=4", time=1.0)
     first = store.add_event("submitted", "submitted by alice", job_id="vision-mnist-ddp-1", time=2.0)

@@ -38,7 +38,7 @@ import ray
 from ray._private import state as ray_state
 
 from cuberay.errors import AdmissionError, CuberayError, PlatformNotRunningError
-from cuberay.platform.control import access, correcting, ids
+from cuberay.platform.control import access, ids
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.driver_api import DriverAPI
@@ -57,6 +57,7 @@ from cuberay.platform.control.reloading import Reload, persisted
 from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.small import SmallRuns
 from cuberay.platform.control.store import JobRecord, Store
+from cuberay.platform.control.submitting import Submitting
 from cuberay.platform.control.views import Views
 from cuberay.platform.policy.admission import (
     Admit,
@@ -68,8 +69,8 @@ from cuberay.platform.policy.admission import (
     queue_order,
     schedule,
 )
-from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request, with_headroom
-from cuberay.platform.policy.fit import check_job, platform_policy, tenant_quotas
+from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request
+from cuberay.platform.policy.fit import platform_policy, tenant_quotas
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_platform, load_spec
@@ -82,7 +83,7 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller(Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
+class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
     """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
     come from the :class:`Views` and :class:`DriverAPI` mixins."""
 
@@ -419,77 +420,6 @@ class Controller(Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         self.metrics.observe_snapshot(stats)
 
     # ------------------------------------------------------------------ API: jobs
-
-    async def submit(self, spec: Mapping[str, Any], tenant: str | None, user: str, driver: str = "launcher",
-                     submission_id: str | None = None, request_id: str | None = None) -> JobRecord:
-        """Validate, check it could ever run, and queue it; AdmissionError (exit 3) with the reason if not.
-
-        With ``request_id`` (the caller's own id for this submission) submitting again returns the job the first
-        call made, so a client may retry a submit whose answer it lost.
-        """
-        job = load_spec(dict(spec))
-        conv.require_runnable(job)
-        async with self._submit_lock:
-            if request_id is not None:
-                earlier = self.store.find_request(user, request_id)
-                if earlier is not None:
-                    return conv.same_request(earlier, job)
-            try:
-                owner = conv.resolve_tenant(self.platform, user, tenant or job.tenant)
-            except AdmissionError as err:
-                self.store.add_event("denied", f"submit of {job.kind} {job.name!r} by {user}: {err}")
-                raise
-            if job.tenant != owner.name:
-                job = job.with_tenant(owner.name)
-            clash = self.store.prefix_owner(owner.name, job.name)
-            if clash is not None:
-                problem = (f"job name {job.name!r} in tenant {owner.name!r} makes the id prefix "
-                           f"'{owner.name}-{job.name}', which tenant {clash.tenant!r}'s job {clash.name!r} already "
-                           f"uses (job ids and Ray Serve app names are '<tenant>-<name>'); rename the job")
-                self.store.add_event("rejected", problem)
-                raise AdmissionError(problem)
-            now = time.time()
-            job, correction = correcting.apply(self.store, job, self.state.tenants.get(owner.name),
-                                               [n.capacity for n in self.ledger.nodes.values()], now)
-            seq = await asyncio.to_thread(self.seq_floor.next, owner.name, job.name,
-                                          self.store.next_seq(owner.name, job.name))
-            job_id = f"{owner.name}-{job.name}-{seq}"
-            req = conv.job_request(job_id, job, owner, now)
-            record = JobRecord(id=job_id, tenant=owner.name, name=job.name, kind=job.kind, user=user,
-                               spec=job.model_dump(mode="json"), state=JobState.QUEUED, priority=req.priority,
-                               submit_time=now, seq=seq, gpus=req.gpus, driver=driver,
-                               submission_id=submission_id, reason="waiting for the next admission cycle",
-                               correction=correction, request_id=request_id)
-            await asyncio.to_thread(self.seq_floor.record, owner.name, job.name, seq)
-            rule, problem = self._never_fits(job, req)
-            if problem:
-                self.store.add_job(record.model_copy(update={"state": JobState.REJECTED, "reason": problem,
-                                                             "message": problem, "end_time": now}))
-                self.store.add_event("rejected", problem, job_id)
-                self.metrics.rejected(owner.name, rule)
-                raise AdmissionError(f"job {job_id} rejected: {problem}")
-            self.store.add_job(record)
-            if correction:
-                self.store.add_event("corrected", correcting.describe(correction), job_id)
-            self.store.add_event("submitted", f"{job.kind} by {user}: {req.workers} worker(s) x "
-                                              f"{req.worker.resources}", job_id)
-            if driver == "external":
-                self.drivers.contact[job_id] = now
-            self._wake.set()
-            return record
-
-    def _never_fits(self, job: Any, req: Any) -> tuple[str, str | None]:
-        """(rule, reason) when the job can never run: over its tenant's max, or larger than the cluster.
-
-        On success the job is in the core's queue.
-        """
-        try:
-            check_job(conv.live_platform(self.platform), job)
-        except AdmissionError as err:
-            return "quota", str(err)
-        with with_headroom(self.state, self.groups):  # on KubeRay, nodes the autoscaler may add count
-            reject = self.state.submit(req)
-        return "capacity", (reject.reason if reject is not None else None)
 
     async def cancel(self, ref: str, user: str | None, why: str | None = None) -> JobRecord:
         """Cancel as ``user`` (checked), or as the platform itself (``user`` None, e.g. a pipeline) for ``why``."""

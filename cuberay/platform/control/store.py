@@ -24,6 +24,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    insert,
     select,
 )
 from sqlalchemy.engine import Engine, make_url
@@ -330,6 +331,14 @@ class Store:
             raise CuberayError(
                 f"job id {record.id!r} is already stored; ids come from next_seq(), which must be "
                 f"called for every new job") from None
+
+    def add_jobs(self, records: list[JobRecord], event_kind: str, messages: list[str]) -> None:
+        """Many new jobs and one event each, in one transaction (a bulk insert: 100k rows take seconds)."""
+        now = _now()
+        with self._sessions.begin() as session:
+            session.execute(insert(_JobRow), [_row_values(r) for r in records])
+            session.execute(insert(_EventRow), [{"time": now, "job_id": r.id, "kind": event_kind, "message": m}
+                                                for r, m in zip(records, messages, strict=True)])
 
     def find_request(self, user: str, request_id: str) -> JobRecord | None:
         """The job ``user`` submitted with ``request_id``, if any."""
