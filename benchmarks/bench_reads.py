@@ -2,6 +2,7 @@
 
     python benchmarks/bench_reads.py                  # 5,000 queued Tasks, 20 s of reads
     python benchmarks/bench_reads.py --backlog 20000 --reads-s 60
+    python benchmarks/bench_reads.py --backlog 100000 --bulk 10000   # copies, 10,000 per submit call
 
 A local platform (``client.up`` in a scratch directory, as ``cuberay demo``) with
 two tenants: ``bulk`` gets a backlog of one-CPU ``sleep`` Tasks submitted as fast
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backlog", type=int, default=5000)
     ap.add_argument("--reads-s", type=float, default=20.0, help="how long to time reads once the backlog is in")
+    ap.add_argument("--bulk", type=int, default=0, metavar="N",
+                    help="submit the backlog as copies of one job, N per call (`cuberay submit --count N`)")
     args = ap.parse_args(argv)
     info = print_machine()
     load_start = os.getloadavg()[0]
@@ -93,9 +96,14 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.monotonic()
                 thread.start()
                 submit_ms = []
-                for _ in range(args.backlog):
+                left = args.backlog
+                while left > 0:
                     s0 = time.perf_counter()
-                    client.submit(job("bulk", 1), user="bench")
+                    if args.bulk:
+                        client.submit_copies(job("bulk", 1), min(args.bulk, left), user="bench")
+                    else:
+                        client.submit(job("bulk", 1), user="bench")
+                    left -= min(args.bulk, left) if args.bulk else 1
                     submit_ms.append(1000 * (time.perf_counter() - s0))
                 submitted_s = time.monotonic() - t0
                 print(f"backlog of {args.backlog} submitted in {submitted_s:.0f} s; timing reads {args.reads_s:.0f} s "
@@ -112,12 +120,13 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 client.down()
     result = {"machine": info, "load_avg_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)],
-              "backlog": args.backlog, "submitted_s": round(submitted_s, 1), "submit": summary(submit_ms),
+              "backlog": args.backlog, "bulk": args.bulk, "submitted_s": round(submitted_s, 1), "submit": summary(submit_ms),
               "reads": {k: summary(v) for k, v in times.items()}, "still_queued_at_end": queued,
               "controller": {"ticks": ping["ticks"], "snapshot": ping.get("snapshot")},
               "cli_process_ms": round(cli_ms, 1)}
     path = write_json("reads", result)
-    rows = [{"call": k, **v} for k, v in result["reads"].items()] + [{"call": "submit", **result["submit"]}]
+    what = f"submit of {args.bulk} copies" if args.bulk else "submit"
+    rows = [{"call": k, **v} for k, v in result["reads"].items()] + [{"call": what, **result["submit"]}]
     print("\n" + markdown(rows, ["call", "n", "p50_ms", "p99_ms", "max_ms"]))
     print(f"\nCLI `cuberay queue --tenant probe` as a process (start, imports, connect, call): {cli_ms:.0f} ms; "
           f"{queued} bulk jobs still queued at the end; controller {result['controller']}")
