@@ -51,4 +51,5 @@ def test_elastic_train_job_starts_with_min_and_grows_to_max(platform, ray_cluste
     assert record.attempts == 1  # a resize is neither a failure nor a new attempt
     kinds = [e.kind for e in client._call("events", ref.id, 100)]
     assert "resized" in kinds and "resize_applied" in kinds, kinds
-    print(f"elastic 2 -> 4: {time.monotonic() - started:.0f}s")
+    resumed = re.findall(r"resumed from checkpoint: step (\d+)", logs)
+    print(f"elastic 2 -> 4: {time.monotonic() - started:.0f}s, grown at step {resumed} of 40")

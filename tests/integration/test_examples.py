@@ -1,13 +1,19 @@
 """Every example in configs/jobs/ of a kind that runs is submitted to a live platform and succeeds.
 
 They run as written, on a controller installed with configs/platform.yaml (its
-storage moved to a scratch directory), each submitted by a member of its tenant.
+storage moved to a scratch directory and its scheduler cycle shortened: the
+tenants and quotas are the file's), each submitted by a member of its tenant.
 Kinds that do not run are refused at submit; an example of a kind this test
 does not know fails it.
+
+The user's own DeepSpeed script (train-deepspeed-command.yaml, command mode) is
+also checked from its log: both ranks saw DeepSpeed's world as the gang's
+RANK/WORLD_SIZE and trained the loss below 0.5.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +30,7 @@ EXAMPLES = CONFIGS / "jobs"
 # A ServeApp runs until deleted, so it never "succeeds": tests/integration/test_serve.py deploys the
 # ServeApp examples (serve.yaml, serve-echo.yaml) and checks they answer.
 RUNNABLE = set(RUNNABLE_KINDS) - {"ServeApp"}
+DS_OK = re.compile(r"ds_train ok rank=(\d) world=(\d) local_rank=0 zero=2 loss=([\d.]+)")
 
 
 def _examples() -> list[Path]:
@@ -40,7 +47,10 @@ def test_every_example_is_classified() -> None:
 def example_platform(ray_cluster, job_client, tmp_path: Path):
     """The controller with the example platform file's tenants and quotas."""
     source = demo.scratch_platform(CONFIGS / "platform.yaml", tmp_path)
-    client.install(load_platform(source).model_dump(mode="json"), address=ray_cluster.address, replace=True)
+    spec = load_platform(source).model_dump(mode="json")
+    # The file's 2 s cycle is for a laptop; each queued example would wait up to a cycle to be admitted.
+    spec["spec"]["scheduler"]["cycle_interval_s"] = 0.5
+    client.install(spec, address=ray_cluster.address, replace=True)
     try:
         yield load_platform(source)
     finally:
@@ -48,7 +58,7 @@ def example_platform(ray_cluster, job_client, tmp_path: Path):
 
 
 @pytest.mark.timeout(900)
-def test_runnable_examples_succeed(example_platform) -> None:
+def test_runnable_examples_succeed(example_platform, job_client) -> None:
     jobs = [load_spec(p) for p in _examples() if load_spec(p).kind in RUNNABLE]
     refs = [client.submit(job, user=demo.submitter(example_platform, job.tenant)) for job in jobs]
 
@@ -57,6 +67,10 @@ def test_runnable_examples_succeed(example_platform) -> None:
         return records if all(rec.state.is_terminal for rec in records.values()) else None
 
     records = wait_for(done, 840, "every example job to end")
+    first = min(r.submit_time for r in records.values())
+    for rec in sorted(records.values(), key=lambda r: r.end_time or 0):  # the critical path, shown with -s
+        print(f"{rec.name:28} {rec.state.value:10} start +{(rec.start_time or first) - first:5.1f}s "
+              f"end +{(rec.end_time or first) - first:5.1f}s")
     failed = {i: (r.state.value, r.message) for i, r in records.items() if r.state != JobState.SUCCEEDED}
     assert not failed, failed
     trained = [r for r in records.values() if r.kind == "TrainJob" and r.spec["spec"].get("entrypoint")]
@@ -65,3 +79,9 @@ def test_runnable_examples_succeed(example_platform) -> None:
         # Ray Train reported the example's checkpoints to the controller while the run was alive.
         assert rec.checkpoint_time is not None, f"{rec.id} reported no checkpoint"
         assert rec.start_time <= rec.checkpoint_time <= rec.end_time
+
+    (ds,) = [r for r in records.values() if r.name == "digits-deepspeed-command"]
+    log = job_client.get_job_logs(ds.submission_id)
+    seen = sorted((int(rank), int(world)) for rank, world, _ in DS_OK.findall(log))
+    assert seen == [(0, 2), (1, 2)], log[-3000:]  # DeepSpeed's world is the gang's, read from the env
+    assert all(float(loss) < 0.5 for *_, loss in DS_OK.findall(log)), log[-3000:]

@@ -70,7 +70,6 @@ def served(ray_cluster, tmp_path_factory) -> Any:
     mp.setenv("CUBERAY_USER", "tester")
     client.install(spec, address=ray_cluster.address, replace=True)
     port = _free_port()
-    serve.start(proxy_location="HeadOnly", http_options={"port": port})
     try:
         # v1 is the older of two runs of the example TrainJob, v2 the latest (serve.yaml says so).
         train = load_spec(EXAMPLES / "train-ddp.yaml").with_tenant("a").model_dump(mode="json")
@@ -78,6 +77,8 @@ def served(ray_cluster, tmp_path_factory) -> Any:
         for seed in (1, 2):  # the example trains deterministically: another seed makes another model
             train["spec"]["config"]["seed"] = seed
             runs.append(client.submit(load_spec(train), "a"))
+        # Serve starts while the runs train (both are slow on 2 cores; neither needs the other).
+        serve.start(proxy_location="HeadOnly", http_options={"port": port})
         for run in runs:
             record = client.wait(run, timeout=600)
             assert record.state == JobState.SUCCEEDED, record.message
@@ -112,9 +113,13 @@ def test_split_90_10_over_2000_requests_mirror_never_changes_answers(served) -> 
     assert expected["v1"] != expected["v2"], "the two runs should be different models"
     before = deploy.stats(served["serve_name"])["versions"].get("v2", {}).get("mirrored", 0)
 
+    local = threading.local()  # one kept-alive connection per sender: no TCP set-up per request
+
     def one(i: int) -> tuple[int, str, list[int], int]:
         row = i % len(ROWS)
-        response = _post(served["url"], [ROWS[row]])
+        if not hasattr(local, "session"):
+            local.session = requests.Session()
+        response = _post(served["url"], [ROWS[row]], local.session)
         body = response.json()
         return response.status_code, response.headers.get("x-cuberay-version"), body.get("predictions"), row
 

@@ -71,12 +71,13 @@ def test_bad_entrypoints_are_spec_errors(entrypoint: str, match: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("stage", [1, 2, 3])
+@pytest.mark.parametrize("stage", [1, 3])
 def test_digits_with_deepspeed_zero(ray_cluster, tmp_path: Path, stage: int) -> None:
-    """ZeRO 1/2/3 over gloo on CPU: DeepSpeed shards optimizer state (2: and gradients, 3: and parameters).
+    """ZeRO 1/3 over gloo on CPU: DeepSpeed shards optimizer state (3: and gradients and parameters).
 
     The config goes through the spec's merge with cuberay's defaults, as a submitted job's does; 2 epochs
     bring the mean training loss of the last epoch below 1.5 (chance is ln 10 = 2.3; measured 1.18).
+    ZeRO-2 is checked to the same bar by a submitted job in test_train_recovery.py (killed and resumed).
     """
     from cuberay.platform.spec.deepspeed import merged
 

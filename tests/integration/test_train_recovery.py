@@ -6,6 +6,7 @@ DDP resumes from rank 0's weights; DeepSpeed ZeRO-2 from the shards every rank s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -24,6 +25,7 @@ from tests.support import wait_for
 
 RESUMED = re.compile(r"resumed from checkpoint: epoch (\d+)")
 CHECKPOINT = re.compile(r"checkpoint (/\S+)")
+FINAL = re.compile(r"final metrics (\{.*\})")
 
 
 def train_workers(address: str) -> dict[str, int]:
@@ -97,6 +99,11 @@ def test_killed_deepspeed_worker_resumes_from_its_deepspeed_shards(platform, ray
                                 config={"epochs": 4, "epoch_sleep_s": 1.5}))
     _, logs = kill_one_worker_after_a_checkpoint(ref, ray_cluster, job_client, before)
     assert "(DeepSpeed shards of 2 ranks)" in logs, logs[-3000:]
+    # The submitted spec's ZeRO-2 (merged with cuberay's defaults) trained, also across the restart: the
+    # bar of test_torch_launcher.py's ZeRO runs (chance is loss ln 10 = 2.3, accuracy 0.1).
+    final = json.loads(FINAL.findall(logs)[-1])
+    assert final["engine"] == "deepspeed-zero2" and final["epoch"] == 3, final
+    assert final["loss"] < 1.5 and final["accuracy"] > 0.8, final
     # The last checkpoint holds DeepSpeed's own files from both ranks, and model.pt for serving.
     (path,) = CHECKPOINT.findall(logs)[-1:]
     shards = sorted(p.name for p in Path(path, "deepspeed").iterdir())
