@@ -5,13 +5,14 @@
 
 1. Concurrency: 20 threads submit ``--concurrent`` jobs, each with its own request id, and 10% of them a
    second time (a client retrying a lost answer). Reported: jobs stored vs distinct request ids, and (unless
-   --no-run) that each ran exactly once: SUCCEEDED with 1 attempt, one Ray Job, one worker start stamp.
+   --no-run) that each ran exactly once: SUCCEEDED with 1 attempt, one run (a Ray Job, or a small job's Ray
+   task, whose log file per attempt is in the tenant's storage), one worker start stamp.
 2. Load: ``--rate`` submissions per second for ``--load-s`` seconds of tiny Tasks. Reported: submit latency
-   p50/p99, admissions per second, the controller's memory growth (RSS of its process), and the most live
-   Ray Job drivers seen against the cap.
+   p50/p99, admissions per second, the controller's memory growth (RSS of its process), and the most runs in
+   flight (Ray Job drivers and small jobs' Ray tasks, as the controller counts them) against the cap.
 3. Crash: the controller is killed ``--kills`` times while jobs wait (resume = the restarted controller's own
    start stamp minus the kill time), then one running job's driver is SIGKILLed (freed = until FAILED, no
-   allocation).
+   allocation). Its jobs are 2-worker gangs, so each runs as a Ray Job with a driver process to kill.
 4. Queue: one job holds tenant ``q``'s max, ``--queued`` more wait behind it; then ``client.queue()``,
    ``client.status()`` and the CLI's ``cuberay queue`` / ``cuberay status`` (in-process, connected) are timed.
 """
@@ -52,10 +53,11 @@ def platform_file(scratch: Path) -> Path:
     return path
 
 
-def tiny(name: str, cpu: str = "100m", sleep_s: float = 0) -> dict[str, Any]:
+def tiny(name: str, cpu: str = "100m", sleep_s: float = 0, workers: int = 1) -> dict[str, Any]:
+    """A Task printing one start stamp per worker; one worker makes it a small job (a Ray task, no driver)."""
     command = f"{sys.executable} -c \"import time; print('{STAMP}', flush=True); time.sleep({sleep_s})\""
     return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": name},
-            "spec": {"workers": 1, "resources": {"cpu": cpu, "memory": "64Mi"}, "command": command}}
+            "spec": {"workers": workers, "resources": {"cpu": cpu, "memory": "64Mi"}, "command": command}}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -73,7 +75,30 @@ def wait_all_terminal(ids: list[str], timeout: float) -> list[Any]:
         time.sleep(2)
 
 
-def bench_concurrent(n: int, run: bool, jobs: Any) -> dict[str, Any]:
+def runs_and_stamps(job_ids: list[str], jobs: Any, storage: Path) -> dict[str, tuple[int, int]]:
+    """Job id -> (runs, worker start stamps), by Ray's and the workers' own account, not the store's.
+
+    A run is a Ray Job ``cuberay-<id>[-<attempt>]`` or a small job's attempt (one log file per attempt in the
+    tenant's storage, written by its Ray task); stamps are counted in those logs.
+    """
+    wanted = set(job_ids)
+    out = {j: (0, 0) for j in job_ids}
+    for info in jobs.list_jobs():
+        sid = info.submission_id or ""
+        job_id = sid[len("cuberay-"):] if sid.startswith("cuberay-") else ""
+        if job_id not in wanted:
+            job_id = job_id.rsplit("-", 1)[0]  # a later attempt's suffix
+        if job_id in wanted:
+            runs, stamps = out[job_id]
+            out[job_id] = (runs + 1, stamps + jobs.get_job_logs(sid).count(STAMP))
+    for job_id in job_ids:
+        for log in (storage / "bench" / "logs" / job_id).glob("*.log"):
+            runs, stamps = out[job_id]
+            out[job_id] = (runs + 1, stamps + log.read_text(errors="replace").count(STAMP))
+    return out
+
+
+def bench_concurrent(n: int, run: bool, jobs: Any, storage: Path) -> dict[str, Any]:
     name = f"conc-{uuid.uuid4().hex[:6]}"
     keys = [f"r{i}" for i in range(n)] + [f"r{i}" for i in range(0, n, 10)]  # 10% retried
     t0 = time.monotonic()
@@ -94,15 +119,9 @@ def bench_concurrent(n: int, run: bool, jobs: Any) -> dict[str, Any]:
     else:
         t0 = time.monotonic()
         done = wait_all_terminal([r.id for r in stored], 3600)
-        runs: dict[str, list[Any]] = {}
-        for info in jobs.list_jobs():
-            for r in stored:
-                if (info.submission_id or "").startswith(f"cuberay-{r.id}") and \
-                        (info.submission_id == f"cuberay-{r.id}" or info.submission_id.startswith(f"cuberay-{r.id}-")):
-                    runs.setdefault(r.id, []).append(info)
-        once = sum(1 for r in done if r.state == JobState.SUCCEEDED and r.attempts == 1 and len(runs.get(r.id, [])) == 1)
-        stamps_ok = sum(1 for r in done if sum(jobs.get_job_logs(i.submission_id).count(STAMP)
-                                               for i in runs.get(r.id, [])) == 1)
+        counts = runs_and_stamps([r.id for r in stored], jobs, storage)
+        once = sum(1 for r in done if r.state == JobState.SUCCEEDED and r.attempts == 1 and counts[r.id][0] == 1)
+        stamps_ok = sum(1 for r in done if counts[r.id][1] == 1)
         out.update({"ended": len(done), "ran_exactly_once": once, "one_start_stamp": stamps_ok,
                     "drain_s": round(time.monotonic() - t0, 1)})
     return out
@@ -115,7 +134,7 @@ def controller_rss_mb() -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
-def bench_load(rate: float, seconds: float, jobs: Any, drain: bool = True) -> dict[str, Any]:
+def bench_load(rate: float, seconds: float, drain: bool = True) -> dict[str, Any]:
     name = f"load-{uuid.uuid4().hex[:6]}"
     rss0 = controller_rss_mb()
     latencies: list[float] = []
@@ -123,11 +142,9 @@ def bench_load(rate: float, seconds: float, jobs: Any, drain: bool = True) -> di
     peak = [0]
     stop = threading.Event()
 
-    def sample() -> None:
+    def sample() -> None:  # runs in flight as the controller counts them: Ray Job drivers and small jobs' tasks
         while not stop.is_set():
-            live = [j for j in jobs.list_jobs() if (j.submission_id or "").startswith(f"cuberay-bench-{name}")
-                    and not j.status.is_terminal()]
-            peak[0] = max(peak[0], len(live))
+            peak[0] = max(peak[0], client._call("ping")["drivers"]["in_flight"])
             time.sleep(1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -156,7 +173,7 @@ def bench_load(rate: float, seconds: float, jobs: Any, drain: bool = True) -> di
             "succeeded": sum(r.state == JobState.SUCCEEDED for r in done), "ended": len(done),
             "after_load_s": round(time.monotonic() - t0 - load_s, 1),
             "controller_rss_mb": [round(rss0, 1), round(rss1, 1)],
-            "peak_live_drivers": peak[0], "driver_cap": DRIVER_CAP}
+            "peak_runs_in_flight": peak[0], "driver_cap": DRIVER_CAP}
 
 
 def bench_crash(kills: int) -> dict[str, Any]:
@@ -171,7 +188,8 @@ def bench_crash(kills: int) -> dict[str, Any]:
     from cuberay.platform.control.install import find
 
     name = f"crash-{uuid.uuid4().hex[:6]}"
-    ids = [client.submit(tiny(name, cpu="1", sleep_s=3600), "q").id for _ in range(3)]  # one runs, two wait
+    # 2-worker gangs run as Ray Jobs (a driver process to kill); q's max of 1 CPU: one runs, two wait.
+    ids = [client.submit(tiny(name, cpu="500m", sleep_s=3600, workers=2), "q").id for _ in range(3)]
     resumed = []
     for _ in range(kills):
         old = client._call("ping")["pid"]
@@ -187,7 +205,9 @@ def bench_crash(kills: int) -> dict[str, Any]:
                   and e.time > killed]
         resumed.append(round(min(stamps) - killed, 2))
     lost = [j for j in ids if client.status(j).state.is_terminal]
-    running = next(client.status(j) for j in ids if client.status(j).state == JobState.RUNNING)
+    while not (running := next((r for r in map(client.status, ids) if r.state == JobState.RUNNING
+                                and r.submission_id), None)):
+        time.sleep(0.2)
     jobs = JobSubmissionClient(client._call("dashboard_url"))
     while not (info := jobs.get_job_info(running.submission_id)).driver_info:
         time.sleep(0.2)
@@ -260,10 +280,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 jobs = JobSubmissionClient(url)
                 if "concurrent" not in skip:
-                    result["concurrent"] = bench_concurrent(args.concurrent, not args.no_run, jobs)
+                    result["concurrent"] = bench_concurrent(args.concurrent, not args.no_run, jobs,
+                                                            scratch / "storage")
                     print("concurrent:", result["concurrent"], flush=True)
                 if "load" not in skip:
-                    result["load"] = bench_load(args.rate, args.load_s, jobs, drain=not args.no_run)
+                    result["load"] = bench_load(args.rate, args.load_s, drain=not args.no_run)
                     print("load:", result["load"], flush=True)
                 if "crash" not in skip:
                     result["crash"] = bench_crash(args.kills)

@@ -1,16 +1,19 @@
-"""Crashes on the live platform: the controller killed mid-stream, a job's driver killed.
+"""Crashes on the live platform: the controller killed mid-stream, a job's driver killed, a worker node lost,
+an external driver's run preempted.
 
-Counts come from Ray's side as well as cuberay's: each worker prints a start stamp into its Ray Job's log,
-and those are counted against the attempts the store recorded.
+Counts come from Ray's side as well as cuberay's: each worker prints a start stamp into its Ray Job's log
+(or a file), and those are counted against the attempts the store recorded.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,3 +122,99 @@ def test_a_removed_worker_node_requeues_its_jobs_and_frees_their_quota(platform,
         if not removed:
             ray_cluster.cluster.remove_node(node)
     wait_for(lambda: ledger_node() is None, 90, "the node to leave the ledger")
+
+
+# One start stamp (the worker's pid) per run; the first run holds its 4 GPUs until it is stopped, later ones end.
+STAMPING_SCRIPT = """
+import os, sys, time
+with open(sys.argv[1], "a") as stamps:
+    stamps.write(f"{os.getpid()}\\n")
+with open(sys.argv[1]) as stamps:
+    first = len(stamps.read().split()) == 1
+while first:
+    time.sleep(1)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _gpu_pgs() -> dict[str, dict[str, Any]]:
+    """Ray's placement groups that hold GPUs now."""
+    from ray.util.placement_group import placement_group_table
+
+    return {pg_id: pg for pg_id, pg in placement_group_table().items()
+            if pg["state"] == "CREATED" and any(b.get("GPU") for b in pg["bundles"].values())}
+
+
+@pytest.mark.timeout(300)
+def test_a_preempted_external_driver_stops_its_run_and_runs_it_again_as_a_new_attempt(
+        platform, ray_cluster, job_client, tmp_path: Path) -> None:
+    """``ray job submit -- cuberay run`` of tenant a borrows 4 GPUs; b reclaims all 12 with one gang.
+
+    The external driver must stop its run (worker process gone, placement group removed), the job must go
+    back to the queue with a ``preempted`` event naming b, and the same driver must run it again, as attempt 2,
+    once b's gang is done.
+    """
+    import yaml
+
+    # a is guaranteed no GPUs (every GPU it holds is borrowed); b is guaranteed the cluster's 12.
+    reloaded = copy.deepcopy(platform.spec)
+    for tenant in reloaded["spec"]["tenants"]:
+        gpus = "12" if tenant["name"] == "b" else "0"
+        tenant["quota"]["guaranteed"]["gpu"] = gpus
+        tenant["quota"].setdefault("max", {"cpu": "16"})["gpu"] = gpus if gpus != "0" else "8"
+    platform_file = tmp_path / "platform.yaml"
+    platform_file.write_text(yaml.safe_dump(reloaded))
+    client.reload(str(platform_file))
+
+    script, stamps = tmp_path / "stamping.py", tmp_path / "stamps"
+    script.write_text(STAMPING_SCRIPT)
+    spec = job(f"ext-pre-{uuid.uuid4().hex[:6]}")
+    spec["spec"]["command"] = f"{sys.executable} {script} {stamps}"
+    spec_file = tmp_path / "job.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    sid = f"ext-pre-{uuid.uuid4().hex[:8]}"
+    job_client.submit_job(entrypoint=f"{sys.executable} -m cuberay.run --file {spec_file} --tenant a",
+                          submission_id=sid, runtime_env={"env_vars": {"CUBERAY_USER": platform.user}},
+                          entrypoint_num_cpus=0)
+    try:
+        rec = wait_for(lambda: next((r for r in client.list_jobs(tenant="a") if r.submission_id == sid and
+                                     r.state == JobState.RUNNING), None), 120, "the external job to run")
+        first_pid = int(wait_for(lambda: stamps.exists() and stamps.read_text().split(), 60,
+                                 "its worker to start")[0])
+        (first_pg,) = wait_for(_gpu_pgs, 30, "its placement group")
+
+        owner = client.submit({**job(f"owner-{uuid.uuid4().hex[:6]}", sleep_s=0),
+                               "spec": {**job("x", sleep_s=0)["spec"], "workers": 3}}, "b")
+        preempted = wait_for(lambda: [e for e in ctl(platform, "events", rec.id) if e.kind == "preempted"], 60,
+                             "the external job to be preempted")
+        assert "reclaimed" in preempted[0].message and "'b'" in preempted[0].message, preempted
+        requeued = [e for e in ctl(platform, "events", rec.id) if e.kind == "requeued"]
+        assert requeued and requeued[0].time >= preempted[0].time, requeued
+        # Its run really stops: the worker's process ends and Ray removes the attempt's placement group.
+        wait_for(lambda: not _alive(first_pid), 60, "the preempted run's worker to end")
+        wait_for(lambda: first_pg not in _gpu_pgs(), 60, "the preempted run's placement group to go")
+        stopped_s = round(time.time() - preempted[0].time, 1)
+        done = wait_for(lambda: (r := client.status(owner.id)).state.is_terminal and r, 120, "b's gang to end")
+        assert done.state == JobState.SUCCEEDED, done
+
+        # The same driver runs the job again, as a recorded second attempt, and reports its success.
+        wait_for(lambda: job_client.get_job_status(sid).is_terminal(), 120, "the external driver to end")
+        logs = job_client.get_job_logs(sid)
+        assert job_client.get_job_status(sid).value == "SUCCEEDED", logs
+        assert f"attempt 1 of {rec.id} ended by the platform" in logs, logs
+        final = client.status(rec.id)
+        assert (final.state, final.attempts, final.allocation) == (JobState.SUCCEEDED, 2, None), final
+        assert len(stamps.read_text().split()) == 2  # one worker start per recorded attempt
+        kinds = [e.kind for e in ctl(platform, "events", rec.id)]
+        assert kinds.count("admitted") == 2 and kinds.count("preempted") == 1, kinds
+        assert _gpu_pgs() == {}  # the ledger holds nothing and neither does Ray
+        print(f"preempted run stopped {stopped_s}s after the preemption")
+    finally:
+        job_client.stop_job(sid)

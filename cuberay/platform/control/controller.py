@@ -23,6 +23,9 @@ A tick holds ``_lock`` across its awaits (Ray's state, launching drivers), and
 so do the calls that end or change running jobs. A submit only adds a waiting
 job in one synchronous step, so it takes ``_submit_lock`` instead (which keeps
 ids and request ids of concurrent submits apart) and never waits for a tick.
+Cancel takes no lock at all: its changes up to the driver's stop are
+synchronous, so they land between a tick's awaits, and the tick re-checks a
+job after each await that a cancel may have ended meanwhile.
 """
 
 from __future__ import annotations
@@ -307,6 +310,8 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
     async def _start_drivers(self, now: float) -> None:
         """Start ADMITTED launcher jobs oldest first while driver slots are free."""
         for job_id in sorted(self.drivers.awaiting, key=self.drivers.awaiting.__getitem__):
+            if job_id not in self.drivers.awaiting:
+                continue  # cancelled while an earlier start was awaited
             full = self.drivers.full()
             if full:
                 self.waits.update({waiting: full for waiting in self.drivers.awaiting})
@@ -320,7 +325,11 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
                 log.warning("cannot start %s yet: %s", job_id, err)
                 return  # the dashboard is away; the next tick retries
             except CuberayError as err:
-                self._end(job_id, JobState.FAILED, f"could not start its Ray Job {sid}: {err}", now)
+                if not self.store.get_job(job_id).state.is_terminal:
+                    self._end(job_id, JobState.FAILED, f"could not start its Ray Job {sid}: {err}", now)
+                continue
+            if self.store.get_job(job_id).state.is_terminal:  # cancelled while it started: stop what started
+                self.drivers.stop(sid, preempted=False)
                 continue
             what = self.drivers.what(sid)
             self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
@@ -340,7 +349,9 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
                 self._end(job_id, JobState.CANCELLED, f"{what} was stopped outside cuberay", now)
             else:
                 message = await self.drivers.failure_message(sid)
-                self._failed(rec, f"{what} failed: {message}", now)
+                rec = self.store.get_job(job_id)  # a cancel may have ended it meanwhile
+                if not rec.state.is_terminal and rec.submission_id == sid:
+                    self._failed(rec, f"{what} failed: {message}", now)
 
     def _failed(self, rec: JobRecord, message: str, now: float) -> None:
         """FAILED, or back to the queue while the spec's max_failures allows another attempt."""
@@ -422,16 +433,20 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
     # ------------------------------------------------------------------ API: jobs
 
     async def cancel(self, ref: str, user: str | None, why: str | None = None) -> JobRecord:
-        """Cancel as ``user`` (checked), or as the platform itself (``user`` None, e.g. a pipeline) for ``why``."""
-        async with self._lock:
-            rec = self.store.find_job(ref)
-            self._authorize(rec, user, access.CANCEL)
-            if rec.state.is_terminal:
-                return rec
-            self._stop_for_end(rec)
-            ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {why or user}", time.time())
-            await self.drivers.stop_pending()
-            return ended
+        """Cancel as ``user`` (checked), or as the platform itself (``user`` None, e.g. a pipeline) for ``why``.
+
+        Without the admission lock: everything up to the driver's stop is synchronous (the store has CANCELLED,
+        the allocation is free), so it cannot interleave with a tick halfway; the stop, a Ray call, is awaited
+        here, and a driver a tick was starting at that moment is stopped by that tick.
+        """
+        rec = self.store.find_job(ref)
+        self._authorize(rec, user, access.CANCEL)
+        if rec.state.is_terminal:
+            return rec
+        self._stop_for_end(rec)
+        ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {why or user}", time.time())
+        await self.drivers.stop_pending()
+        return ended
 
     def _authorize(self, rec: JobRecord, user: str | None, action: str) -> None:
         """AdmissionError (exit 3), written to the event log, when ``user`` may not act on ``rec``.
