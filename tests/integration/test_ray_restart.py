@@ -59,7 +59,7 @@ def own_ray() -> Iterator[Callable[[], Any]]:
     os.mkdir(temp_dir)
     with pytest.MonkeyPatch.context() as mp:
         for key, value in _session_env().items():
-            if key not in os.environ or key == "RAY_USAGE_STATS_ENABLED":
+            if key != "RAY_AUTH_TOKEN" or key not in os.environ:
                 mp.setenv(key, value)  # the session's token, when it has one, serves this Ray too
         mp.setenv("RAY_TMPDIR", root)  # Ray's address file goes here, not into the session cluster's dir
         mp.setenv("CUBERAY_USER", PLATFORM_USER)
