@@ -1,5 +1,8 @@
 """The whole local Ray stopped and started again while one job runs and one waits; the store (SQLite) persists.
 
+Opt-in (set ``CUBERAY_TEST_RAY_RESTART=1``): starting Ray twice makes it take over a minute on 2 shared cores
+(77 s at load 10-20, 155 s at load 20-25), over the integration tier's budget for one test.
+
 This module brings its own one-node Ray (the session cluster of ``conftest.py`` has four nodes and must not be
 torn down): this process leaves the session cluster, if it was connected, and joins it again at the end.
 
@@ -127,6 +130,9 @@ def live_ray_jobs(cluster: Any) -> set[str]:
     return {j.submission_id for j in jobs if j.submission_id and not j.status.is_terminal()}
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("CUBERAY_TEST_RAY_RESTART") != "1",
+                    reason="opt-in (over a minute: it starts Ray twice); run with CUBERAY_TEST_RAY_RESTART=1")
 @pytest.mark.timeout(400)
 def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_attempt(
         own_ray, tmp_path: Path) -> None:
@@ -137,7 +143,14 @@ def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_
     stamps = {"run": tmp_path / "run.stamps", "wait": tmp_path / "wait.stamps"}
     suffix = uuid.uuid4().hex[:6]
 
+    t0 = time.monotonic()
+    marks: dict[str, float] = {}
+
+    def mark(what: str) -> None:
+        marks[what] = round(time.monotonic() - t0, 1)
+
     first = own_ray()
+    mark("ray up")
     client.install(spec, address=first.address)
     ids = {key: client.submit(stamping_job(f"{key}-{suffix}", script, path, go), "t").id
            for key, path in stamps.items()}
@@ -146,12 +159,15 @@ def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_
     assert "max CPU" in wait_for(lambda: client.status(ids["wait"]).reason, 30, "the second job's reason")
     assert client.status(ids["wait"]).state == JobState.QUEUED
     (died,) = starts(stamps["run"])
+    mark("one runs, one waits")
 
     ray.shutdown()
     first.shutdown()  # every Ray process: the controller, the run's driver and worker
     wait_for(lambda: not alive(died), 60, "the run to die with Ray")
+    mark("ray stopped")
 
     second = own_ray()
+    mark("ray up again")
     installed = time.monotonic()
     client.install(spec, address=second.address)  # what `cuberay up` does: the store still has both jobs
     # Admission is back: one of the two runs on the new Ray (either may go first: both wait now).
@@ -170,6 +186,7 @@ def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_
     requeued = [e for e in client._call("events", ids["run"]) if e.kind == "requeued"]
     assert requeued and "controller was down" in requeued[0].message, requeued
 
+    mark("checked")
     go.write_text("go")
     done = wait_for(lambda: (recs := {k: client.status(j) for k, j in ids.items()}) and
                     all(r.state.is_terminal for r in recs.values()) and recs, 120, "both jobs to end")
@@ -181,5 +198,6 @@ def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_
     assert done["run"].submission_id == f"cuberay-{ids['run']}-2"
     wait_for(lambda: not ray_pgs() and not live_ray_jobs(second) and not client._call("running"), 60,
              "Ray and the ledger to hold nothing")
-    print(f"admission back {resumed_s}s after the controller was installed on the new Ray")
+    mark("both ended")
+    print(f"admission back {resumed_s}s after the controller was installed on the new Ray; {marks}")
     client.uninstall()
