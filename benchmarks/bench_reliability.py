@@ -14,7 +14,9 @@
    start stamp minus the kill time), then one running job's driver is SIGKILLed (freed = until FAILED, no
    allocation). Its jobs are 2-worker gangs, so each runs as a Ray Job with a driver process to kill.
 4. Queue: one job holds tenant ``q``'s max, ``--queued`` more wait behind it; then ``client.queue()``,
-   ``client.status()`` and the CLI's ``cuberay queue`` / ``cuberay status`` (in-process, connected) are timed.
+   ``client.status()`` and the CLI's ``cuberay queue`` / ``cuberay status`` (in-process, connected) are timed;
+   then the blocker is cancelled and each waiting job too, one by one, while the controller admits them (cancel
+   latency p50 / max).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def platform_file(scratch: Path) -> Path:
     spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "bench"},
             "spec": {"storage": str(scratch / "storage"), "scheduler": {"max_drivers": DRIVER_CAP},
                      "tenants": [{"name": "bench", "members": ["*"]},
-                                 {"name": "q", "members": ["*"], "quota": {"max": {"cpu": "1"}}}]}}
+                                 {"name": "q", "members": ["*"], "quota": {"max": {"cpu": "1", "memory": "8Gi"}}}]}}
     path = scratch / "platform.yaml"
     path.write_text(json.dumps(spec))
     return path
@@ -244,8 +246,13 @@ def bench_queue(n: int) -> dict[str, Any]:
            "client_status_s": timed(lambda: client.status(ids[-1])),
            "cli_queue_s": timed(_silent(cli, ["queue"])), "cli_status_s": timed(_silent(cli, ["status", ids[-1]]))}
     client.cancel(blocker.id)
-    for job_id in ids:
+    cancels = []
+    for job_id in ids:  # while the controller admits the queue behind the blocker
+        t = time.monotonic()
         client.cancel(job_id)
+        cancels.append(time.monotonic() - t)
+    out.update({"cancel_p50_ms": round(1000 * pct(cancels, 0.5), 1),
+                "cancel_max_ms": round(1000 * max(cancels), 1)})
     return out
 
 
