@@ -1,7 +1,7 @@
 """The whole local Ray stopped and started again while one job runs and one waits; the store (SQLite) persists.
 
 Opt-in (set ``CUBERAY_TEST_RAY_RESTART=1``): starting Ray twice makes it take over a minute on 2 shared cores
-(77 s at load 10-20, 155 s at load 20-25), over the integration tier's budget for one test.
+(65 s at load 6-12, 155 s at load 20-25), over the integration tier's budget for one test.
 
 This module brings its own one-node Ray (the session cluster of ``conftest.py`` has four nodes and must not be
 torn down): this process leaves the session cluster, if it was connected, and joins it again at the end.
