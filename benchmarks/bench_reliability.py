@@ -45,9 +45,10 @@ STAMP = "cuberay-start-stamp"
 DRIVER_CAP = 4
 
 
-def platform_file(scratch: Path) -> Path:
+def platform_file(scratch: Path, small_jobs: bool = True) -> Path:
+    scheduler = {"max_drivers": DRIVER_CAP, "small_jobs": small_jobs}
     spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "bench"},
-            "spec": {"storage": str(scratch / "storage"), "scheduler": {"max_drivers": DRIVER_CAP},
+            "spec": {"storage": str(scratch / "storage"), "scheduler": scheduler,
                      "tenants": [{"name": "bench", "members": ["*"]},
                                  {"name": "q", "members": ["*"], "quota": {"max": {"cpu": "1", "memory": "8Gi"}}}]}}
     path = scratch / "platform.yaml"
@@ -273,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queued", type=int, default=1000)
     parser.add_argument("--cpus", type=int, default=8)
     parser.add_argument("--kills", type=int, default=3, help="controller kills in the crash phase")
+    parser.add_argument("--ray-jobs", action="store_true",
+                        help="every job runs as a Ray Job with its own driver (scheduler.small_jobs false)")
     parser.add_argument("--skip", default="", help="comma list of phases to skip: concurrent,load,crash,queue")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
@@ -283,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cuberay-rel-", ignore_cleanup_errors=True) as tmp:
         scratch = Path(tmp)
         with scratch_env(scratch, args.cpus):
-            url = client.up(str(platform_file(scratch)))
+            url = client.up(str(platform_file(scratch, small_jobs=not args.ray_jobs)))
             try:
                 jobs = JobSubmissionClient(url)
                 if "concurrent" not in skip:
