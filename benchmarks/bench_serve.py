@@ -141,8 +141,8 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered))) - 1))]
 
 
-def _measure(port: int, routes: dict[str, str]) -> list[dict]:
-    """Both phases over every path; one row per path."""
+def _measure(port: int, routes: dict[str, str]) -> tuple[list[dict], list[dict[str, float]]]:
+    """Both phases over every path: one row per path, and each round's req/s per path."""
     order = list(routes)
     shuffle = random.Random(7).shuffle
     per_round: list[dict[str, float]] = []
@@ -175,9 +175,9 @@ def _measure(port: int, routes: dict[str, str]) -> list[dict]:
         vs_hop = statistics.median(x[r["path"]] / x["one-hop"] for x in per_round)
         vs_direct = statistics.median(x[r["path"]] / x["direct"] for x in per_round)
         added = r["1-client p50 ms"] - by["one-hop"]["1-client p50 ms"]
-        r["vs one-hop"] = f"{vs_hop:.2f}x, {added:+.2f} ms 1-client p50"
-        r["vs direct"] = f"{vs_direct:.2f}x"
-    return rows
+        r["vs one-hop"] = f"{vs_hop:.3f}x, {added:+.2f} ms 1-client p50"
+        r["vs direct"] = f"{vs_direct:.3f}x"
+    return rows, per_round
 
 
 def main() -> int:
@@ -193,14 +193,15 @@ def main() -> int:
         routes = _deploy(_checkpoints(tempfile.mkdtemp(prefix="bench-serve-ck-")))
         for route in routes.values():  # warm-up: model loads, connections, JIT of the batch path
             asyncio.run(_load(f"http://127.0.0.1:{port}{route}", 1.5))
-        rows = _measure(port, routes)
+        rows, per_round = _measure(port, routes)
         print(markdown(rows, ["path", "req/s", "p50 ms", "p99 ms", "1-client p50 ms", "1-client p99 ms", "failed",
                               "vs one-hop", "vs direct"]))
         print(f"req/s and the ratios: medians over {ROUNDS} rounds of {SECONDS:g} s with {CONCURRENCY} clients "
               f"(ratios paired within a round); 1-client: {max(1, LATENCY_N // ROUNDS) * ROUNDS} sequential "
               f"requests per path")
         write_json("bench_serve", {"machine": info, "concurrency": CONCURRENCY, "seconds": SECONDS,
-                                   "rounds": ROUNDS, "latency_n": LATENCY_N, "rows": rows})
+                                   "rounds": ROUNDS, "latency_n": LATENCY_N, "rows": rows,
+                                   "per_round_req_s": per_round})
     finally:
         serve.shutdown()
         ray.shutdown()
