@@ -23,7 +23,8 @@ it, and once started it is not an LAS victim.
 from __future__ import annotations
 
 import heapq
-from typing import Iterable
+import time
+from typing import Callable, Iterable
 
 from cuberay.platform.policy.cluster_state import (
     ClusterState,
@@ -80,7 +81,11 @@ class _Checkout:
 class _Cycle(Preemption, Resizing):
     """One admission pass. Kept as an object so each step is a short method."""
 
-    def __init__(self, state: ClusterState, now: float, explain: bool = True) -> None:
+    def __init__(self, state: ClusterState, now: float, explain: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.truncated = False  # stopped at the time budget before the end of the queue
         self.s = state
         self.p = state.policy
         self.now = now
@@ -151,6 +156,10 @@ class _Cycle(Preemption, Resizing):
             if self.p.reserve and self.reservation is None:
                 self._reserve_for_oldest()
             self._loop()
+            if self.truncated:
+                # Jobs not examined may need what is idle, and the oldest blocked one may be among them:
+                # growing elastic jobs and picking a holder wait for a cycle that reaches the end.
+                return Cycle(self.decisions, self.waits, complete=False)
             self._grow()  # elastic jobs take idle capacity nobody waiting can use (policy/resize.py)
             blocked = [j for j in self.blocked if worth_reserving(j) and self._overdue(j)]
             if self.p.reserve and self.reservation is None and blocked:
@@ -176,6 +185,10 @@ class _Cycle(Preemption, Resizing):
             heap.append((self.key(b, b.entries[0]), i, b, 0))
         heapq.heapify(heap)
         scanned = 0
+        budget = self.p.cycle_budget_s
+        resume = self.s.resume_after if budget is not None else None
+        last: tuple | None = None
+        beyond = 0  # buckets examined past where the last cycle stopped (at least one before stopping again)
         while heap:
             key, i, b, pos = heapq.heappop(heap)
             head = b.entries[pos]
@@ -183,6 +196,14 @@ class _Cycle(Preemption, Resizing):
             if fresh > key:  # the tenant's share grew since this entry was pushed
                 heapq.heappush(heap, (fresh, i, b, pos))
                 continue
+            if budget is not None:
+                if beyond and self.clock() - self.started > budget:
+                    heapq.heappush(heap, (fresh, i, b, pos))
+                    self._stop(last, heap)
+                    return
+                if resume is None or fresh > resume:
+                    beyond += 1
+            last = fresh
             scanned += 1
             if self.p.scan_limit is not None and scanned > self.p.scan_limit:
                 return
@@ -201,6 +222,15 @@ class _Cycle(Preemption, Resizing):
                 return
             elif self.explain:
                 self._note_behind(b, pos)
+
+    def _stop(self, last: tuple | None, heap: list[tuple[tuple, int, Bucket, int]]) -> None:
+        """Out of time: remember where, and say why the jobs not reached wait (their bucket heads)."""
+        self.truncated = True
+        self.s.resume_after = last
+        if self.explain:
+            for _, _, b, pos in heap:
+                self.waits.setdefault(b.entries[pos][2], "waiting its turn: the admission cycle reached its "
+                                      "time budget before this job; the next cycle continues from here")
 
     def _hopeless(self, job: JobRequest) -> bool:
         """Simulator shortcut: no free accelerator, no preemption left, nothing to explain or reserve."""
@@ -362,12 +392,19 @@ class _Cycle(Preemption, Resizing):
         return found
 
 
-def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
-    """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged.
+def schedule(state: ClusterState, now: float, *, explain: bool = True,
+             clock: Callable[[], float] = time.perf_counter) -> Cycle:
+    """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged
+    (but for ``resume_after``, where a cycle cut short by ``Policy.cycle_budget_s`` stopped).
 
     With ``explain`` off, waiting jobs get a short fixed reason (the simulator does not read them).
+    ``clock`` times the budget.
     """
-    return _Cycle(state, now, explain).run()
+    cycle = _Cycle(state, now, explain, clock)
+    out = cycle.run()
+    if out.complete and state.policy.cycle_budget_s is not None:
+        state.resume_after = None
+    return out
 
 
 def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:

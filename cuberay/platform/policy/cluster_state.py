@@ -53,6 +53,10 @@ class ClusterState:
         self.elastic: dict[str, RunningJob] = {}  # running resizable jobs (policy/resize.py looks only here)
         self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
         self.reservation: Reserve | None = None
+        # Where the last cycle stopped at its time budget (the queue-order key of the last bucket it
+        # examined), None after a full cycle. Scheduling memory, not a decision: the next cycle examines
+        # everything up to here before its own budget counts, so every bucket is reached in turn.
+        self.resume_after: tuple | None = None
 
     def band_of(self, job: JobRequest) -> int:
         threshold = self.policy.las_threshold_gpu_s
