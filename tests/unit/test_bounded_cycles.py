@@ -101,3 +101,13 @@ def test_without_a_budget_the_loop_never_reads_the_clock():
     c = schedule(_mixed_queue(PLAIN), 0.0, clock=lambda: calls.append(1) or 0.0)
     assert c.complete and len(calls) == 1
     assert c.decisions == schedule(_mixed_queue(PLAIN), 0.0).decisions
+
+
+def test_the_simulator_runs_every_cycle_to_the_end_whatever_the_budget():
+    from cuberay.platform.sim.engine import TraceJob, simulate, uniform_cluster
+
+    jobs = [TraceJob(f"t{i}", i * 10.0, 300.0 + 37 * (i % 7), gpus=1 + i % 4, workers=1 + i % 3, tenant="ab"[i % 2])
+            for i in range(120)]
+    plain = simulate(jobs, uniform_cluster(4, gpus_per_node=8), policy=Policy())
+    budgeted = simulate(jobs, uniform_cluster(4, gpus_per_node=8), policy=Policy(cycle_budget_s=0.0))
+    assert budgeted.jcts == plain.jcts and budgeted.preemptions == plain.preemptions

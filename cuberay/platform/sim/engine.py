@@ -19,7 +19,7 @@ import csv
 import heapq
 import math
 import time as _time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
@@ -448,6 +448,8 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
         A :class:`Report`.
     """
     pol = policy_named(policy) if isinstance(policy, str) else policy
+    # Every cycle runs to the end of the queue: a replay's decisions must not depend on the machine's speed.
+    pol = replace(pol, cycle_budget_s=None) if pol.cycle_budget_s is not None else pol
     ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
     quotas = dict(tenants) if tenants is not None else proportional_quotas(ordered, cluster)
     t0 = _time.perf_counter()
