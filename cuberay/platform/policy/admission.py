@@ -102,6 +102,7 @@ class _Cycle(Preemption, Resizing):
         self.preemption_attempts_left = self.p.max_preemptions_per_cycle
         self.failed_preemptions: set[tuple] = set()
         self._lowest: int | None = None
+        self._placed: list[str] = []  # the last placement a preemption found (see _keep_needed)
         self.reservation = self._refresh_reservation(state.reservation)
 
     def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
