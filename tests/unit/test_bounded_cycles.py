@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cuberay.platform.policy.admission import Admit, schedule
-from cuberay.platform.policy.scheduling import Policy, TenantQuota
+from cuberay.platform.policy.scheduling import POLICIES, Policy, TenantQuota
 from tests.unit.helpers import cluster, job, state, submit
 
 # No preemption or reservation: then a full cycle and a run of cut-short ones must admit the same jobs
 # on the same nodes in the same order (each cycle may preempt once, so with preemption they could not).
+POLICY_FIFO = POLICIES["fifo"]
 PLAIN = Policy(preempt=False, reclaim=False, reserve=False, las_threshold_gpu_s=None, overdue_after_s=None)
 
 
@@ -111,3 +112,48 @@ def test_the_simulator_runs_every_cycle_to_the_end_whatever_the_budget():
     plain = simulate(jobs, uniform_cluster(4, gpus_per_node=8), policy=Policy())
     budgeted = simulate(jobs, uniform_cluster(4, gpus_per_node=8), policy=Policy(cycle_budget_s=0.0))
     assert budgeted.jcts == plain.jcts and budgeted.preemptions == plain.preemptions
+
+
+def _queue_order_by_every_key(st, now):
+    """The reference: every bucket head in one heap, re-keyed lazily as tenant shares grow."""
+    import heapq
+
+    from cuberay.platform.policy.admission import _Cycle
+    from cuberay.platform.policy.cluster_state import add_amounts
+
+    cycle = _Cycle(st, now)
+    heap = [(cycle.key(b, b.entries[0]), i, b, 0) for i, b in enumerate(st.queue.buckets())]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        key, i, b, pos = heapq.heappop(heap)
+        fresh = cycle.key(b, b.entries[pos])
+        if fresh > key:
+            heapq.heappush(heap, (fresh, i, b, pos))
+            continue
+        job = st.queue.get(b.entries[pos][2])
+        out.append(job.id)
+        add_amounts(cycle.usage.setdefault(job.tenant, {}), job.total, 1.0)
+        cycle._shares.pop(job.tenant, None)
+        if pos + 1 < len(b.entries):
+            heapq.heappush(heap, (cycle.key(b, b.entries[pos + 1]), i, b, pos + 1))
+    return out
+
+
+def test_queue_order_per_tenant_heaps_give_the_order_of_every_key():
+    import random
+
+    from cuberay.platform.policy.admission import queue_order
+    from cuberay.platform.spec.resources import GPU, Resources
+
+    rng = random.Random(7)
+    quotas = [TenantQuota(t, Resources({GPU: g})) for t, g in (("a", 8), ("b", 16), ("c", 2), ("d", 0))]
+    for policy in (Policy(), Policy(fair_share=False), POLICY_FIFO, Policy(las_promote=None)):
+        st = state(cluster(nodes=4, gpus=8), *quotas, policy=policy)
+        for i in range(400):
+            j = job(f"q{i:03d}", rng.choice("abcd"), gpus=rng.choice((1, 2, 4)), workers=rng.choice((1, 2)),
+                    priority=rng.choice((0, 0, 5)), t=rng.random() * 100)
+            j.attained_gpu_s = rng.choice((0.0, 0.0, 5000.0, 40000.0))  # some in the second service band
+            submit(st, j)
+        st.usage = {"a": {GPU: 6.0}, "b": {GPU: 1.0}}
+        assert [j.id for j in queue_order(st, 3600.0)] == _queue_order_by_every_key(st, 3600.0)
