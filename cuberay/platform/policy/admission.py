@@ -86,6 +86,7 @@ class _Cycle(Preemption, Resizing):
         self.clock = clock
         self.started = clock()
         self.truncated = False  # stopped at the time budget before the end of the queue
+        self.admitted = 0  # jobs admitted so far this cycle
         self.s = state
         self.p = state.policy
         self.now = now
@@ -198,9 +199,12 @@ class _Cycle(Preemption, Resizing):
                 heapq.heappush(heap, (fresh, i, b, pos))
                 continue
             if budget is not None:
-                if beyond and self.clock() - self.started > budget:
+                # Out of time, and this cycle changed something (an admission, or a bucket the last one
+                # did not reach): stop. Each cycle so makes progress, and up to where the last one stopped
+                # only admissions (in order) cost time, not re-examining what stays blocked.
+                if (beyond or self.admitted) and self.clock() - self.started > budget:
                     heapq.heappush(heap, (fresh, i, b, pos))
-                    self._stop(last, heap)
+                    self._stop(last if beyond else resume, heap)
                     return
                 if resume is None or fresh > resume:
                     beyond += 1
@@ -224,10 +228,10 @@ class _Cycle(Preemption, Resizing):
             elif self.explain:
                 self._note_behind(b, pos)
 
-    def _stop(self, last: tuple | None, heap: list[tuple[tuple, int, Bucket, int]]) -> None:
-        """Out of time: remember where, and say why the jobs not reached wait (their bucket heads)."""
+    def _stop(self, reached: tuple | None, heap: list[tuple[tuple, int, Bucket, int]]) -> None:
+        """Out of time: remember how far cycles got, and say why the jobs not reached wait (bucket heads)."""
         self.truncated = True
-        self.s.resume_after = last
+        self.s.resume_after = reached
         if self.explain:
             for _, _, b, pos in heap:
                 self.waits.setdefault(b.entries[pos][2], "waiting its turn: the admission cycle reached its "
@@ -314,6 +318,7 @@ class _Cycle(Preemption, Resizing):
 
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
+        self.admitted += 1
         add_amounts(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
         self._shares.pop(job.tenant, None)
         holder = self.reservation is not None and self.reservation.job_id == job.id
