@@ -9,13 +9,17 @@ of assorted shapes and tenants; a queue of mixed shapes (1, 2, 4, 8, 16, 32
 GPUs), 10 tenants, 3 priorities. Each timed cycle is followed (untimed) by
 applying its decisions and finishing one random running job, so every cycle has
 something to decide. Measured twice on fresh snapshots: with reasons for every
-waiting job (explain=True, what the live controller does) and without (the
-simulator's mode). Writes benchmarks/out/decision.json.
+waiting job (explain=True) under the live controller's cycle budget
+(``--budget-ms``, default the platform's), and without reasons or budget (the
+simulator's mode). Cycle times are wall clock and CPU time of this process
+(``time.process_time``: the comparable figure on a shared machine). Writes
+benchmarks/out/decision.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -27,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
 
 from cuberay.platform.policy.admission import Admit, ClusterState, schedule  # noqa: E402
+from cuberay.platform.policy.fit import LIVE_CYCLE_BUDGET_S  # noqa: E402
 from cuberay.platform.policy.ledger import Ledger  # noqa: E402
 from cuberay.platform.policy.placement import place  # noqa: E402
 from cuberay.platform.policy.queue import JobRequest  # noqa: E402
-from cuberay.platform.policy.scheduling import TenantQuota  # noqa: E402
+from cuberay.platform.policy.scheduling import Policy, TenantQuota  # noqa: E402
 from cuberay.platform.spec.resources import CPU, GPU, MEMORY, Resources, WorkerRequest  # noqa: E402
 
 # Reference rates quoted for comparison (from the task brief; not measured here).
@@ -52,14 +57,15 @@ def job_of(i: int, gpus: int, tenant: str, priority: int, submit: float) -> JobR
     return JobRequest(f"job-{i:06d}", tenant, worker, workers, PLACEMENT, priority, submit)
 
 
-def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int) -> tuple[ClusterState, random.Random]:
+def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int,
+             policy: Policy | None = None) -> tuple[ClusterState, random.Random]:
     rng = random.Random(seed)
     ledger = Ledger()
     for n in range(nodes):
         ledger.add_node(f"node-{n:05d}", {GPU: 8, CPU: 64, MEMORY: 512 * 2**30})
     names = [f"tenant-{t}" for t in range(tenants)]
     share = Resources({GPU: 8.0 * nodes / tenants, CPU: 64.0 * nodes / tenants})
-    state = ClusterState(ledger, {t: TenantQuota(t, share, None) for t in names})
+    state = ClusterState(ledger, {t: TenantQuota(t, share, None) for t in names}, policy)
     shapes, weights = list(SHAPES), list(SHAPES.values())
     target = busy * 8 * nodes
     i, misses = 0, 0
@@ -80,11 +86,15 @@ def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int) -> t
 
 
 def measure(args: argparse.Namespace, explain: bool) -> dict[str, Any]:
-    state, rng = snapshot(args.nodes, args.queued, args.tenants, args.busy, args.seed)
+    budget = args.budget_ms / 1000 if explain and args.budget_ms > 0 else None
+    c0 = time.process_time()
+    state, rng = snapshot(args.nodes, args.queued, args.tenants, args.busy, args.seed, Policy(cycle_budget_s=budget))
+    build_cpu_s = time.process_time() - c0
     alloc = 1 - state.ledger.total_free[GPU] / state.ledger.total_capacity[GPU]
     print(f"snapshot: {len(state.ledger.nodes):,} nodes, {alloc:.0%} GPUs allocated by {len(state.running):,} "
-          f"jobs, {len(state.queue):,} queued in {len(state.queue.buckets())} buckets", flush=True)
-    cycle_ms, cpu_ms, decisions, admits = [], [], 0, 0
+          f"jobs, {len(state.queue):,} queued in {len(state.queue.buckets())} buckets (built in {build_cpu_s:.1f} CPU s)",
+          flush=True)
+    cycle_ms, cpu_ms, decisions, admits, cut = [], [], 0, 0, 0
     next_id = 10**7
     now = 1000.0
     for _ in range(args.cycles):
@@ -93,6 +103,7 @@ def measure(args: argparse.Namespace, explain: bool) -> dict[str, Any]:
         cycle_ms.append(1000 * (time.perf_counter() - t0))
         cpu_ms.append(1000 * (time.process_time() - c0))  # robust to other load on a shared machine
         decisions += len(cycle.decisions)
+        cut += not cycle.complete
         admits += sum(isinstance(d, Admit) for d in cycle.decisions)
         state.apply(cycle.decisions, now)
         if state.running:
@@ -103,10 +114,11 @@ def measure(args: argparse.Namespace, explain: bool) -> dict[str, Any]:
             next_id += 1
         now += 1.0
     total_s = sum(cycle_ms) / 1000
-    ordered = sorted(cycle_ms)
-    return {"explain": explain, "cycles": args.cycles, "decisions": decisions, "admissions": admits,
-            "median_ms_per_cycle": statistics.median(cycle_ms),
-            "p99_ms_per_cycle": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+    return {"explain": explain, "budget_s": budget, "cycles": args.cycles, "cut_short": cut, "decisions": decisions,
+            "admissions": admits, "snapshot_cpu_s": build_cpu_s,
+            "median_ms_per_cycle": statistics.median(cycle_ms), "p99_ms_per_cycle": _p99(cycle_ms),
+            "max_ms_per_cycle": max(cycle_ms), "p99_cpu_ms_per_cycle": _p99(cpu_ms),
+            "cpu_ms_per_decision": sum(cpu_ms) / decisions if decisions else None,
             "mean_ms_per_cycle": statistics.fmean(cycle_ms),
             "median_cpu_ms_per_cycle": statistics.median(cpu_ms),
             "cpu_decisions_per_s": decisions / (sum(cpu_ms) / 1000) if sum(cpu_ms) else None,
@@ -129,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(with --queued 1: a decision on an otherwise empty queue)")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/out/decision.json)")
     ap.add_argument("--placement", default="pack", help="every job's placement (pack, frag, auto, ...)")
+    ap.add_argument("--budget-ms", type=float, default=1000 * LIVE_CYCLE_BUDGET_S,
+                    help="cycle time budget of the explain (live) run; 0: none (default: the live platform's)")
     args = ap.parse_args(argv)
     global PLACEMENT
     PLACEMENT = args.placement
@@ -138,20 +152,30 @@ def main(argv: list[str] | None = None) -> int:
     for explain in (True, False):
         result["runs"].append(measure(args, explain))
         write_json("decision", result, args.out)
-    rows = [{"mode": "explain (live)" if r["explain"] else "no reasons (sim)",
+    rows = [{"mode": ("explain (live)" if r["explain"] else "no reasons (sim)")
+             + (f", budget {1000 * r['budget_s']:g} ms" if r["budget_s"] else ""),
              "median ms/cycle": f"{r['median_ms_per_cycle']:.1f}", "p99 ms/cycle": f"{r['p99_ms_per_cycle']:.1f}",
-             "decisions": r["decisions"], "ms/decision": _f(r["ms_per_decision"], ".2f"),
+             "cut short": r["cut_short"], "decisions": r["decisions"], "ms/decision": _f(r["ms_per_decision"], ".2f"),
              "decisions/s": _f(r["decisions_per_s"], ",.0f"), "admissions/s": _f(r["admissions_per_s"], ",.0f"),
              "median CPU ms/cycle": f"{r['median_cpu_ms_per_cycle']:.1f}",
+             "p99 CPU ms/cycle": f"{r['p99_cpu_ms_per_cycle']:.1f}",
+             "CPU ms/decision": _f(r["cpu_ms_per_decision"], ".2f"),
              "decisions per CPU-s": _f(r["cpu_decisions_per_s"], ",.0f")}
             for r in result["runs"]]
-    print()
+    result["load_end"] = os.getloadavg()
+    write_json("decision", result, args.out)
+    print(f"\nload average at the end: {result['load_end'][0]:.1f}")
     print(markdown(rows, list(rows[0])))
     best = result["runs"][0]
     print(f"\nreference (quoted, not measured here): Kueue ~{KUEUE_ADMISSIONS_PER_S} admissions/s, "
           f"kube-scheduler ~{KUBE_SCHEDULER_PODS_PER_S} pods/s; cuberay (explain) "
           f"{_f(best['admissions_per_s'], ',.0f')} admissions/s on {args.nodes:,} nodes x {args.queued:,} queued")
     return 0
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
 def _f(value: float | None, spec: str) -> str:

@@ -247,6 +247,8 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
     def _cycle(self, now: float) -> None:
         cycle = schedule(self.state, now)
         self.waits = dict(cycle.waits)
+        if not cycle.complete:  # stopped at its time budget: the next tick continues without waiting
+            self._wake.set()
         for d in cycle.decisions:
             if isinstance(d, Preempt):
                 self._requeue(d.job_id, d.reason, now, preempted=True)

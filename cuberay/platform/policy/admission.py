@@ -23,7 +23,8 @@ it, and once started it is not an LAS victim.
 from __future__ import annotations
 
 import heapq
-from typing import Iterable
+import time
+from typing import Callable, Iterable
 
 from cuberay.platform.policy.cluster_state import (
     ClusterState,
@@ -80,7 +81,12 @@ class _Checkout:
 class _Cycle(Preemption, Resizing):
     """One admission pass. Kept as an object so each step is a short method."""
 
-    def __init__(self, state: ClusterState, now: float, explain: bool = True) -> None:
+    def __init__(self, state: ClusterState, now: float, explain: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.truncated = False  # stopped at the time budget before the end of the queue
+        self.admitted = 0  # jobs admitted so far this cycle
         self.s = state
         self.p = state.policy
         self.now = now
@@ -97,6 +103,7 @@ class _Cycle(Preemption, Resizing):
         self.preemption_attempts_left = self.p.max_preemptions_per_cycle
         self.failed_preemptions: set[tuple] = set()
         self._lowest: int | None = None
+        self._placed: list[str] = []  # the last placement a preemption found (see _keep_needed)
         self.reservation = self._refresh_reservation(state.reservation)
 
     def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
@@ -151,6 +158,10 @@ class _Cycle(Preemption, Resizing):
             if self.p.reserve and self.reservation is None:
                 self._reserve_for_oldest()
             self._loop()
+            if self.truncated:
+                # Jobs not examined may need what is idle, and the oldest blocked one may be among them:
+                # growing elastic jobs and picking a holder wait for a cycle that reaches the end.
+                return Cycle(self.decisions, self.waits, complete=False)
             self._grow()  # elastic jobs take idle capacity nobody waiting can use (policy/resize.py)
             blocked = [j for j in self.blocked if worth_reserving(j) and self._overdue(j)]
             if self.p.reserve and self.reservation is None and blocked:
@@ -176,6 +187,10 @@ class _Cycle(Preemption, Resizing):
             heap.append((self.key(b, b.entries[0]), i, b, 0))
         heapq.heapify(heap)
         scanned = 0
+        budget = self.p.cycle_budget_s
+        resume = self.s.resume_after if budget is not None else None
+        last: tuple | None = None
+        beyond = 0  # buckets examined past where the last cycle stopped (at least one before stopping again)
         while heap:
             key, i, b, pos = heapq.heappop(heap)
             head = b.entries[pos]
@@ -183,6 +198,17 @@ class _Cycle(Preemption, Resizing):
             if fresh > key:  # the tenant's share grew since this entry was pushed
                 heapq.heappush(heap, (fresh, i, b, pos))
                 continue
+            if budget is not None:
+                # Out of time, and this cycle changed something (an admission, or a bucket the last one
+                # did not reach): stop. Each cycle so makes progress, and up to where the last one stopped
+                # only admissions (in order) cost time, not re-examining what stays blocked.
+                if (beyond or self.admitted) and self.clock() - self.started > budget:
+                    heapq.heappush(heap, (fresh, i, b, pos))
+                    self._stop(last if beyond else resume, heap)
+                    return
+                if resume is None or fresh > resume:
+                    beyond += 1
+            last = fresh
             scanned += 1
             if self.p.scan_limit is not None and scanned > self.p.scan_limit:
                 return
@@ -201,6 +227,15 @@ class _Cycle(Preemption, Resizing):
                 return
             elif self.explain:
                 self._note_behind(b, pos)
+
+    def _stop(self, reached: tuple | None, heap: list[tuple[tuple, int, Bucket, int]]) -> None:
+        """Out of time: remember how far cycles got, and say why the jobs not reached wait (bucket heads)."""
+        self.truncated = True
+        self.s.resume_after = reached
+        if self.explain:
+            for _, _, b, pos in heap:
+                self.waits.setdefault(b.entries[pos][2], "waiting its turn: the admission cycle reached its "
+                                      "time budget before this job; the next cycle continues from here")
 
     def _hopeless(self, job: JobRequest) -> bool:
         """Simulator shortcut: no free accelerator, no preemption left, nothing to explain or reserve."""
@@ -283,6 +318,7 @@ class _Cycle(Preemption, Resizing):
 
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
+        self.admitted += 1
         add_amounts(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
         self._shares.pop(job.tenant, None)
         holder = self.reservation is not None and self.reservation.job_id == job.id
@@ -362,12 +398,19 @@ class _Cycle(Preemption, Resizing):
         return found
 
 
-def schedule(state: ClusterState, now: float, *, explain: bool = True) -> Cycle:
-    """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged.
+def schedule(state: ClusterState, now: float, *, explain: bool = True,
+             clock: Callable[[], float] = time.perf_counter) -> Cycle:
+    """Run one admission cycle over ``state`` and return its decisions; ``state`` is left unchanged
+    (but for ``resume_after``, where a cycle cut short by ``Policy.cycle_budget_s`` stopped).
 
     With ``explain`` off, waiting jobs get a short fixed reason (the simulator does not read them).
+    ``clock`` times the budget.
     """
-    return _Cycle(state, now, explain).run()
+    cycle = _Cycle(state, now, explain, clock)
+    out = cycle.run()
+    if out.complete and state.policy.cycle_budget_s is not None:
+        state.resume_after = None
+    return out
 
 
 def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
@@ -375,24 +418,44 @@ def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
 
     Like the cycle, a tenant's share grows with each of its jobs taken, so
     tenants interleave (``cuberay queue`` shows the positions from this).
+
+    The order key is (priority, band, tenant share, age); the share is the same for every bucket of one
+    tenant, so each tenant's buckets wait in a heap of their own keyed without it, and the tenants in a
+    heap keyed by their first job's full key. Taking a job changes only its own tenant's share, whose
+    entry is the one just taken: no key ever goes stale, and each job costs a few heap steps however
+    many buckets there are (the result is the same as ordering every job by its key as the shares grow).
     """
     cycle = _Cycle(state, now)
-    heap = [(cycle.key(b, b.entries[0]), i, b, 0) for i, b in enumerate(state.queue.buckets())]
-    heapq.heapify(heap)
+    fifo = cycle.p.fifo
+
+    def within(b: Bucket, pos: int) -> tuple:
+        key = cycle.key(b, b.entries[pos])
+        return key if fifo else (key[0], key[1], key[3], key[4])  # the key without the tenant's share
+
+    per: dict[str, list[tuple[tuple, int, Bucket, int]]] = {}
+    for i, b in enumerate(state.queue.buckets()):
+        per.setdefault(b.tenant, []).append((within(b, 0), i, b, 0))
+    tenants: list[tuple[tuple, str]] = []
+    for tenant, heap in per.items():
+        heapq.heapify(heap)
+        _, _, b, pos = heap[0]
+        tenants.append((cycle.key(b, b.entries[pos]), tenant))
+    heapq.heapify(tenants)
     out: list[JobRequest] = []
-    while heap:
-        key, i, b, pos = heapq.heappop(heap)
-        fresh = cycle.key(b, b.entries[pos])
-        if fresh > key:
-            heapq.heappush(heap, (fresh, i, b, pos))
-            continue
+    while tenants:
+        _, tenant = heapq.heappop(tenants)
+        heap = per[tenant]
+        _, i, b, pos = heapq.heappop(heap)
         job = state.queue.get(b.entries[pos][2])
         assert job is not None
         out.append(job)
         add_amounts(cycle.usage.setdefault(job.tenant, {}), job.total, 1.0)
         cycle._shares.pop(job.tenant, None)
         if pos + 1 < len(b.entries):
-            heapq.heappush(heap, (cycle.key(b, b.entries[pos + 1]), i, b, pos + 1))
+            heapq.heappush(heap, (within(b, pos + 1), i, b, pos + 1))
+        if heap:
+            _, _, b, pos = heap[0]
+            heapq.heappush(tenants, (cycle.key(b, b.entries[pos]), tenant))
     return out
 
 

@@ -80,7 +80,11 @@ def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float)
     with with_headroom(state, groups) as extra:
         if not extra:
             return []
-        decisions = schedule(state, now, explain=False).decisions
+        resume = state.resume_after  # a what-if cycle must not move where the real cycles resume
+        try:
+            decisions = schedule(state, now, explain=False).decisions
+        finally:
+            state.resume_after = resume
     admits = [d for d in decisions if isinstance(d, Admit)]
     if not any(n in extra for d in admits for n in d.node_ids):
         return []

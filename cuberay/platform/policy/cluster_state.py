@@ -53,6 +53,10 @@ class ClusterState:
         self.elastic: dict[str, RunningJob] = {}  # running resizable jobs (policy/resize.py looks only here)
         self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
         self.reservation: Reserve | None = None
+        # How far cycles cut short by their time budget got (the queue-order key of the furthest bucket
+        # examined), None after a full cycle. Scheduling memory, not a decision: a cycle stops at its budget
+        # only once it admitted a job or examined a bucket beyond this, so every bucket is reached in turn.
+        self.resume_after: tuple | None = None
 
     def band_of(self, job: JobRequest) -> int:
         threshold = self.policy.las_threshold_gpu_s

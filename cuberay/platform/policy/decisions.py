@@ -59,6 +59,7 @@ class Reject:
 class Cycle:
     decisions: list[Decision]
     waits: dict[str, str]
+    complete: bool = True  # False: the cycle stopped at its time budget; run another soon
 
     @property
     def admitted(self) -> list[Admit]:

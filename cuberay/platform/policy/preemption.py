@@ -21,6 +21,7 @@ from typing import Iterable
 from cuberay.platform.policy.cluster_state import RunningJob, add_amounts
 from cuberay.platform.policy.decisions import Preempt
 from cuberay.platform.policy.ledger import FitCounter
+from cuberay.platform.policy.placement import Placement
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.spec.resources import CARD_RESOURCES
 
@@ -67,8 +68,11 @@ class Preemption:
             # A full placement scan only when this victim left room for a worker on one of its nodes.
             if not any(slot(nodes[n]) for n in set(run.allocation.node_ids) if n in nodes):
                 continue
-            if self._over_max(job) is None and self._place(job, honour_reservation=not is_holder):
-                return chosen
+            if self._over_max(job) is None:
+                placed = self._place(job, honour_reservation=not is_holder)
+                if placed:
+                    self._placed = placed
+                    return chosen
         for run in reversed(chosen):
             self._restore(run)
         return []
@@ -78,11 +82,25 @@ class Preemption:
         if len(chosen) < 2:
             return chosen
         needed = []
+        # Taking back a victim that shares no node with a placement found since changes none of that
+        # placement's nodes, so the job still fits and placement would say so (it finds a gang whenever one
+        # fits, but for strict_pack on an indexed cluster): no need to place again. Quota is still checked.
+        complete = job.placement.resolve(job.worker) is not Placement.STRICT_PACK
+        placed = set(self._placed)
         for run in reversed(chosen[:-1]):
             self._restore(run)
-            if self._over_max(job) is not None or self._place(job, honour_reservation=not is_holder) is None:
+            if self._over_max(job) is not None:
                 self._release(run)
                 needed.append(run)
+                continue
+            if complete and placed.isdisjoint(run.allocation.node_ids):
+                continue
+            again = self._place(job, honour_reservation=not is_holder)
+            if again is None:
+                self._release(run)
+                needed.append(run)
+            else:
+                placed = set(again)
         return [chosen[-1], *needed]
 
     def _release(self, run: RunningJob) -> None:
@@ -110,38 +128,59 @@ class Preemption:
         prio = job.priority
         las_first_band = self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
         cards = job.gpus > 0  # then the contended resources are the accelerator cards
+        freed = [0.0] * len(contended)  # what the candidates hold of each contended resource
         for tenant, runs in self.s.running_by_tenant.items():
             same = tenant == job.tenant
             if not same and (own_only or not self._borrowing(tenant, contended)):
                 continue
+            must_outrank = same or not within  # a reclaim from a borrower needs no outranking
+            if must_outrank and not can_outrank:
+                continue
+            # The scheduler's widest loop (every running job of these tenants): tests inlined, cheapest first.
             for r in runs.values():
-                rp = r.job.priority
-                outranks = can_outrank and (prio > rp or (
-                    prio == rp and las_first_band and now >= r.band_flip and not r.protected)) \
-                    and now - r.start_time >= min_run
-                if (outranks if same else (within or outranks)) and r.job.id not in preempted:
-                    if same or (r.job.gpus > 0 if cards else any(r.allocation.total.get(n, 0.0) > 0 for n in contended)):
-                        out.append(r)
+                rj = r.job
+                if must_outrank:
+                    rp = rj.priority
+                    if not (prio > rp or (prio == rp and las_first_band and now >= r.band_flip and not r.protected)):
+                        continue
+                    if now - r.start_time < min_run:
+                        continue
+                if rj.id in preempted:
+                    continue
+                total = r.allocation.total
+                if not same and not (rj.gpus > 0 if cards else any(total.get(n, 0.0) > 0 for n in contended)):
+                    continue
+                out.append(r)
+                for k, n in enumerate(contended):
+                    freed[k] += total.get(n, 0.0)
         if not out:
             return []
         free = self.s.ledger.total_free
-        for n in contended:
-            if free.get(n, 0.0) + sum(r.allocation.total.get(n, 0.0) for r in out) + EPS < job.total.get(n, 0.0):
+        for k, n in enumerate(contended):
+            if free.get(n, 0.0) + freed[k] + EPS < job.total.get(n, 0.0):
                 return []
-        now = self.now
         # Cheapest first: lowest priority, later service band, no bigger than the need (preempting a
         # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
-        # ordered: most jobs need one or two victims, so a heap beats sorting every candidate.
+        # ordered: most jobs need one or two victims, so candidates are grouped by the cheap leading
+        # keys and only the groups reached are ordered by work lost (the order is the same as sorting all).
         need = job.gpus
-        if self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None:
-            # LAS order: the job that has had the most service goes first
-            heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
-                     -r.attained_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
-        else:
-            heap = [(r.job.priority, now < r.band_flip, r.job.gpus - need if r.job.gpus > need else 0.0,
-                     r.lost_work_at(now), -r.start_time, i, r) for i, r in enumerate(out)]
-        heapq.heapify(heap)
-        return (heapq.heappop(heap)[-1] for _ in range(len(heap)))
+        groups: dict[tuple, list[tuple[int, RunningJob]]] = {}
+        for i, r in enumerate(out):
+            g = r.job.gpus
+            groups.setdefault((r.job.priority, now < r.band_flip, g - need if g > need else 0.0), []).append((i, r))
+        most_attained = self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None
+        return self._in_order(groups, most_attained)
+
+    def _in_order(self, groups: dict[tuple, list[tuple[int, RunningJob]]], most_attained: bool) -> Iterable[RunningJob]:
+        now = self.now
+        for key in sorted(groups):
+            if most_attained:  # LAS order: the job that has had the most service goes first
+                heap = [(-r.attained_at(now), -r.start_time, i, r) for i, r in groups[key]]
+            else:
+                heap = [(r.lost_work_at(now), -r.start_time, i, r) for i, r in groups[key]]
+            heapq.heapify(heap)
+            while heap:
+                yield heapq.heappop(heap)[-1]
 
     def _lowest_running(self) -> int:
         if self._lowest is None:

@@ -6,9 +6,10 @@ reservation that claims free capacity as it frees; other jobs may not use it.
 
 from __future__ import annotations
 
+import heapq
 from typing import Mapping
 
-from cuberay.platform.policy.ledger import FitCounter, Ledger
+from cuberay.platform.policy.ledger import FitCounter, Ledger, NodeState
 from cuberay.platform.policy.placement import Placement, score_key
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.spec.resources import WorkerRequest
@@ -16,14 +17,14 @@ from cuberay.platform.spec.resources import WorkerRequest
 _EPS = 1e-9
 
 
-def hosts(ledger: Ledger, worker: WorkerRequest) -> list[tuple[str, int]]:
-    """Nodes that could host ``worker`` when empty, with how many (static per node set, so cached)."""
+def hosts(ledger: Ledger, worker: WorkerRequest) -> list[tuple[NodeState, str, int]]:
+    """Nodes that could host ``worker`` when empty, with their ids and how many (static per node set, so cached)."""
     key = ("hosts", worker)
     hit = ledger.cache.get(key)
     if hit is None:
         selector = worker.node_selector()
         capacity = FitCounter(worker, empty=True)
-        hit = ledger.cache[key] = [(n.id, k) for n in ledger.nodes.values()
+        hit = ledger.cache[key] = [(n, n.id, k) for n in ledger.nodes.values()
                                    if n.alive and (not selector or n.matches(selector)) and (k := capacity(n)) > 0]
     return hit
 
@@ -58,17 +59,19 @@ def claim(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
     backfill, so claims only grow and the holder starts once enough has freed.
     """
     keys = score_key(job.worker)
-    nodes = ledger.nodes
     if len(keys) == 1:  # one accelerator resource: skip the generator in this per-cycle loop
         key = keys[0]
-        candidates = [(-nodes[node_id].free.get(key, 0.0), node_id, k) for node_id, k in hosts(ledger, job.worker)]
+        candidates = [(-node.free.get(key, 0.0), node_id, k) for node, node_id, k in hosts(ledger, job.worker)]
     else:
-        candidates = [(-sum(nodes[node_id].free.get(key, 0.0) for key in keys), node_id, k)
-                      for node_id, k in hosts(ledger, job.worker)]
-    candidates.sort()
+        candidates = [(-sum(node.free.get(key, 0.0) for key in keys), node_id, k)
+                      for node, node_id, k in hosts(ledger, job.worker)]
     policy = job.placement.resolve(job.worker)
     if policy is Placement.STRICT_PACK:
-        candidates = [c for c in candidates if c[2] >= job.workers][:1]
+        candidates = heapq.nsmallest(1, (c for c in candidates if c[2] >= job.workers))
+    else:
+        # Each node taken covers at least one worker, so at most ``workers`` of them are read: select
+        # those instead of sorting every host (node ids are unique, so the order is total and the same).
+        candidates = heapq.nsmallest(job.workers, candidates)
     per_node_cap = 1 if policy is Placement.STRICT_SPREAD else None
     held: dict[str, dict[str, float]] = {}
     left = job.workers

@@ -59,6 +59,12 @@ class Policy:
     las_preempt: bool = True            # band-0 jobs may preempt band-1 jobs (else bands only order the queue)
     max_preemptions_per_cycle: int = 1
     scan_limit: int | None = None       # most buckets examined per cycle (None: all)
+    # Time budget of one cycle (seconds): past it, once the cycle admitted a job or examined a bucket beyond
+    # where the last cut-short cycle got, it stops before the next bucket; the next cycle starts again from
+    # the top of the queue order. A stopped cycle decides a prefix of what a full one would, so the order
+    # guarantees hold.
+    # None: every cycle examines the whole queue (the simulator; decisions then never depend on the clock).
+    cycle_budget_s: float | None = None
 
 
 POLICIES: dict[str, Policy] = {

@@ -19,7 +19,7 @@ import csv
 import heapq
 import math
 import time as _time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
@@ -198,6 +198,9 @@ class Report:
     nodes: int
     gpus: float
     arrived_gpu_demand: float = 0.0      # GPUs asked for by the jobs submitted so far / capacity
+    cycle_p50_s: float = 0.0            # wall time of one admission cycle: median ...
+    cycle_p99_s: float = 0.0            # ... and 99th percentile
+    max_queued: int = 0                 # most jobs waiting at once
     placement: str = "trace"             # the placement every job used, or "trace" (each job's own)
     timeline: list[tuple[float, float, int]] = field(default_factory=list, repr=False)
     jcts: list[float] = field(default_factory=list, repr=False)
@@ -226,13 +229,13 @@ class _Progress:
     workers: int = 0             # workers held now (an elastic job's count changes with each resize)
 
 
-_FINISH, _ARRIVE = 0, 1
+_FINISH, _ARRIVE, _TICK = 0, 1, 2
 
 
 class _Sim:
     def __init__(self, jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], tenants: Mapping[str, TenantQuota],
                  policy: Policy, checkpoint_interval_s: float, restart_cost_s: float,
-                 placement: str | None = None) -> None:
+                 placement: str | None = None, cycle_every_s: float = 0.0) -> None:
         ledger = Ledger()
         for n in cluster:
             ledger.add_node(n.id, n.capacity, n.labels)
@@ -254,6 +257,13 @@ class _Sim:
         self.arrived_gpus = 0.0      # GPU demand submitted so far (per worker x workers)
         self.timeline: list[tuple[float, float, int]] = []
         self.now = 0.0
+        # 0: a cycle after every event time (the replays); > 0: at most one cycle per this many simulated
+        # seconds, like a live controller's tick (an overload replay's arrivals would otherwise each cost one).
+        self.cycle_every_s = cycle_every_s
+        self.last_cycle = float("-inf")
+        self.tick_at: float | None = None
+        self.cycle_s: list[float] = []
+        self.max_queued = 0
 
     def run(self, until: float | None, until_demand: float | None = None) -> None:
         for i, job in enumerate(self.jobs):
@@ -270,9 +280,19 @@ class _Sim:
             self._advance(t)
             while self.events and self.events[0][0] == t:
                 _, kind, gen, job_id = heapq.heappop(self.events)
-                self._arrive(job_id) if kind == _ARRIVE else self._finish(job_id, gen)
+                if kind == _ARRIVE:
+                    self._arrive(job_id)
+                elif kind == _FINISH:
+                    self._finish(job_id, gen)
+                else:
+                    self.tick_at = None
             if len(self.state.queue) or self.state.elastic:  # elastic jobs may grow into what an event freed
-                self._cycle()
+                if t >= self.last_cycle + self.cycle_every_s:
+                    self.last_cycle = t
+                    self._cycle()
+                elif self.tick_at is None:  # a cycle at the next tick, whatever happens before it
+                    self.tick_at = self.last_cycle + self.cycle_every_s
+                    heapq.heappush(self.events, (self.tick_at, _TICK, 0, ""))
             if until_demand is not None and self.arrived_gpus >= until_demand * self.capacity_gpus - 1e-9:
                 self.stopped_early = True
                 return
@@ -312,8 +332,11 @@ class _Sim:
 
     def _cycle(self) -> None:
         t0 = _time.perf_counter()
+        self.max_queued = max(self.max_queued, len(self.state.queue))
         cycle = schedule(self.state, self.now, explain=False)
-        self.sched_time += _time.perf_counter() - t0
+        took = _time.perf_counter() - t0
+        self.sched_time += took
+        self.cycle_s.append(took)
         self.cycles += 1
         self.decisions += len(cycle.decisions)
         for d in cycle.decisions:
@@ -410,6 +433,8 @@ class _Sim:
             tenants=self._tenant_report(), nodes=len(self.state.ledger.nodes), gpus=self.capacity_gpus,
             arrived_gpu_demand=self.arrived_gpus / self.capacity_gpus if self.capacity_gpus else 0.0,
             placement=self.placement or "trace",
+            cycle_p50_s=_pct(sorted(self.cycle_s), 50), cycle_p99_s=_pct(sorted(self.cycle_s), 99),
+            max_queued=self.max_queued,
             timeline=self.timeline, jcts=jcts)
 
     def _tenant_report(self) -> dict[str, dict[str, float]]:
@@ -429,7 +454,7 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
              tenants: Mapping[str, TenantQuota] | None = None, policy: Policy | str = "cuberay", *,
              checkpoint_interval_s: float = 1800.0, restart_cost_s: float = 60.0,
              until: float | None = None, until_demand: float | None = None,
-             placement: str | None = None) -> Report:
+             placement: str | None = None, cycle_every_s: float = 0.0) -> Report:
     """Replay ``jobs`` on ``cluster`` under ``policy`` and measure it.
 
     Args:
@@ -444,14 +469,18 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
             cluster's GPUs (1.0: arrived demand equals capacity), after placing what arrived, and report then.
         placement: a placement policy for every job (``frag``, ``best_fit``, ``pack``, ...), in place of
             the trace's.
+        cycle_every_s: 0 runs a cycle after every event; more runs at most one per this many simulated
+            seconds (a live controller's tick; for overload replays with an arrival every few seconds).
     Returns:
         A :class:`Report`.
     """
     pol = policy_named(policy) if isinstance(policy, str) else policy
+    # Every cycle runs to the end of the queue: a replay's decisions must not depend on the machine's speed.
+    pol = replace(pol, cycle_budget_s=None) if pol.cycle_budget_s is not None else pol
     ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
     quotas = dict(tenants) if tenants is not None else proportional_quotas(ordered, cluster)
     t0 = _time.perf_counter()
-    sim = _Sim(ordered, cluster, quotas, pol, checkpoint_interval_s, restart_cost_s, placement)
+    sim = _Sim(ordered, cluster, quotas, pol, checkpoint_interval_s, restart_cost_s, placement, cycle_every_s)
     start = ordered[0].submit_time if ordered else 0.0
     sim.run(None if until is None else start + until, until_demand)
     return sim.report(pol, _time.perf_counter() - t0)

@@ -1,0 +1,87 @@
+"""The simulator under overload: a synthetic 10,000-node cluster fed a Philly-shaped job mix fast enough
+to keep a queue of tens of thousands, replayed through a number of simulated hours.
+
+    python benchmarks/bench_overload.py        # 10,000 nodes, 150,000 jobs arriving in 2 h, 12 h replayed
+    python benchmarks/bench_overload.py --nodes 1000 --jobs 15000 --hours 2
+
+Jobs: shapes (GPUs per worker, workers), durations and tenants drawn from the Philly trace; arrivals
+spread uniformly at random over the first ``--arrive-hours`` (a deadline rush). Admission runs at most once per ``--tick`` simulated
+seconds, like the live controller's loop (a cycle after every arrival would be one per ~0.3 s).
+Reports decisions/s, admission cycle p50/p99 (wall), the most jobs queued, the replay's CPU time and
+the process's peak memory, with memory per queued job (peak minus the memory before the replay, over
+the most jobs queued: an upper bound, it includes the running jobs' state). Writes
+benchmarks/out/overload.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown, print_machine, write_json  # noqa: E402
+from bench_sim import DEFAULT_TRACE  # noqa: E402
+
+from cuberay.platform.sim.engine import load_philly, simulate, uniform_cluster  # noqa: E402
+
+
+def rss_mib() -> float:
+    """The process's resident memory now (Linux /proc), MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", default=DEFAULT_TRACE)
+    ap.add_argument("--nodes", type=int, default=10_000, help="8 GPUs each")
+    ap.add_argument("--jobs", type=int, default=150_000)
+    ap.add_argument("--hours", type=float, default=12.0, help="simulated time")
+    ap.add_argument("--arrive-hours", type=float, default=2.0, help="the window the jobs arrive in")
+    ap.add_argument("--tick", type=float, default=10.0, help="simulated seconds between admission cycles")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    info = print_machine()
+    rng = random.Random(args.seed)
+    source = [j for j in load_philly(args.trace) if j.total_gpus <= 8 * args.nodes]
+    span = args.hours * 3600.0
+    window = min(args.arrive_hours, args.hours) * 3600.0
+    jobs = [replace(rng.choice(source), id=f"o{i:07d}", submit_time=rng.random() * window)
+            for i in range(args.jobs)]
+    cluster = uniform_cluster(args.nodes, gpus_per_node=8)
+    demand = sum(j.total_gpus * j.duration for j in jobs) / (8 * args.nodes * span)
+    print(f"{len(jobs):,} jobs arriving in {window / 3600:g} h on {args.nodes:,} nodes, {args.hours:g} h replayed: "
+          f"GPU-time asked {demand:.1f}x what the replay holds", flush=True)
+    base = rss_mib()
+    c0, t0 = time.process_time(), time.perf_counter()
+    report = simulate(jobs, cluster, policy="cuberay", until=span, cycle_every_s=args.tick)
+    cpu_s, wall_s = time.process_time() - c0, time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    row: dict[str, Any] = {
+        "nodes": args.nodes, "jobs": args.jobs, "arrive h": args.arrive_hours, "sim h": args.hours,
+        "tick s": args.tick,
+        "cycles": report.cycles, "decisions": report.decisions, "decisions/s": f"{report.decisions_per_s:,.0f}",
+        "cycle p50 ms": f"{1000 * report.cycle_p50_s:.1f}", "cycle p99 ms": f"{1000 * report.cycle_p99_s:.1f}",
+        "max queued": f"{report.max_queued:,}", "queued at end": f"{report.queued_at_end:,}",
+        "running at end": f"{report.running_at_end:,}", "wall s": f"{wall_s:.0f}", "CPU s": f"{cpu_s:.0f}",
+        "peak MiB": f"{peak:,.0f}",
+        "KiB per queued job": f"{1024 * (peak - base) / max(report.max_queued, 1):.1f}",
+    }
+    load = os.getloadavg()[0]
+    print(f"load average at the end: {load:.1f}")
+    print(markdown([row], list(row)))
+    write_json("overload", {"machine": info, "args": {k: str(v) for k, v in vars(args).items()}, "row": row,
+                            "rss_before_mib": base, "load_end": load, "report": report.to_dict()}, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
