@@ -356,3 +356,15 @@ def test_demo_reads_the_final_accuracy_from_the_runner_log(monkeypatch: pytest.M
     assert demo.final_accuracy(record(state=JobState.SUCCEEDED, message="accuracy=0.5")) == 0.5
     monkeypatch.setattr(client, "logs", lambda job, follow=False: iter(["no metrics here"]))
     assert demo.final_accuracy(record(state=JobState.FAILED, message="boom")) is None
+
+
+def test_a_long_table_is_plain_aligned_text_with_every_cell_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    from cuberay.cli.output import PLAIN_ROWS
+
+    rows = [{"job": f"q-bench-{i}", "reason": "waiting for tenant q's max\n(cpu 1 in use of 1)"}
+            for i in range(PLAIN_ROWS + 1)]
+    emit(rows, Format.table, columns=("job", "reason"))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == PLAIN_ROWS + 2 and lines[0].split() == ["JOB", "REASON"]
+    assert lines[-1] == f"q-bench-{PLAIN_ROWS}  waiting for tenant q's max (cpu 1 in use of 1)"
+    assert {line.index("waiting") for line in lines[1:]} == {lines[0].index("REASON")}  # one column, aligned
