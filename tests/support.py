@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, TypeVar
 
@@ -18,3 +19,12 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(poll_s)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -21,7 +21,7 @@ import ray
 
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
-from tests.support import wait_for
+from tests.support import alive, wait_for
 
 STAMP = "cuberay-start-stamp"
 # The targets are 10 s each, measured by benchmarks/bench_reliability.py (phase "crash"); these bounds are 4x
@@ -136,14 +136,6 @@ while first:
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _gpu_pgs() -> dict[str, dict[str, Any]]:
     """Ray's placement groups that hold GPUs now."""
     from ray.util.placement_group import placement_group_table
@@ -198,7 +190,7 @@ def test_a_preempted_external_driver_stops_its_run_and_runs_it_again_as_a_new_at
         requeued = [e for e in ctl(platform, "events", rec.id) if e.kind == "requeued"]
         assert requeued and requeued[0].time >= preempted[0].time, requeued
         # Its run really stops: the worker's process ends and Ray removes the attempt's placement group.
-        wait_for(lambda: not _alive(first_pid), 60, "the preempted run's worker to end")
+        wait_for(lambda: not alive(first_pid), 60, "the preempted run's worker to end")
         wait_for(lambda: first_pg not in _gpu_pgs(), 60, "the preempted run's placement group to go")
         stopped_s = round(time.time() - preempted[0].time, 1)
         done = wait_for(lambda: (r := client.status(owner.id)).state.is_terminal and r, 120, "b's gang to end")

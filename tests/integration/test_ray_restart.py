@@ -35,7 +35,7 @@ from tests.integration.conftest import (
     _session_env,
     _wait_for_jobs_api,
 )
-from tests.support import wait_for
+from tests.support import alive, wait_for
 
 # One start stamp (the worker's pid) per run; every run then waits for the test's go-file.
 STAMPING_SCRIPT = """
@@ -104,14 +104,6 @@ def stamping_job(name: str, script: Path, stamps: Path, go: Path) -> dict[str, A
 
 def starts(stamps: Path) -> list[int]:
     return [int(pid) for pid in stamps.read_text().split()] if stamps.exists() else []
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def ray_pgs() -> dict[str, list[str]]:

@@ -20,7 +20,7 @@ from ray.util.state import list_tasks
 
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
-from tests.support import wait_for
+from tests.support import alive, wait_for
 
 CAP = 2
 
@@ -40,14 +40,6 @@ def small(name: str, command: str, tenant: str = "a") -> dict[str, Any]:
 def ray_task(name: str) -> Any:
     tasks = list_tasks(filters=[("name", "=", name)], detail=True, raise_on_missing_output=False)
     return tasks[-1] if tasks else None
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_small_jobs_keep_identity_logs_and_the_cap(platform, tmp_path: Path) -> None:
