@@ -49,17 +49,18 @@ def platform_file(scratch: Path, small_jobs: bool = True) -> Path:
     scheduler = {"max_drivers": DRIVER_CAP, "small_jobs": small_jobs}
     spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "bench"},
             "spec": {"storage": str(scratch / "storage"), "scheduler": scheduler,
-                     "tenants": [{"name": "bench", "members": ["*"]},
+                     "tenants": [{"name": "bench", "members": ["*"]}, {"name": "b2", "members": ["*"]},
                                  {"name": "q", "members": ["*"], "quota": {"max": {"cpu": "1", "memory": "8Gi"}}}]}}
     path = scratch / "platform.yaml"
     path.write_text(json.dumps(spec))
     return path
 
 
-def tiny(name: str, cpu: str = "100m", sleep_s: float = 0, workers: int = 1) -> dict[str, Any]:
-    """A Task printing one start stamp per worker; one worker makes it a small job (a Ray task, no driver)."""
+def tiny(name: str, cpu: str = "100m", sleep_s: float = 0, workers: int = 1, kind: str = "Task") -> dict[str, Any]:
+    """A Task (or command-mode TrainJob) printing one start stamp per worker; a one-worker Task is a small job
+    (a Ray task, no driver), anything else a Ray Job with a driver."""
     command = f"{sys.executable} -c \"import time; print('{STAMP}', flush=True); time.sleep({sleep_s})\""
-    return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": name},
+    return {"apiVersion": "cuberay.io/v1alpha1", "kind": kind, "metadata": {"name": name},
             "spec": {"workers": workers, "resources": {"cpu": cpu, "memory": "64Mi"}, "command": command}}
 
 
@@ -95,7 +96,7 @@ def runs_and_stamps(job_ids: list[str], jobs: Any, storage: Path) -> dict[str, t
             runs, stamps = out[job_id]
             out[job_id] = (runs + 1, stamps + jobs.get_job_logs(sid).count(STAMP))
     for job_id in job_ids:
-        for log in (storage / "bench" / "logs" / job_id).glob("*.log"):
+        for log in storage.glob(f"*/logs/{job_id}/*.log"):
             runs, stamps = out[job_id]
             out[job_id] = (runs + 1, stamps + log.read_text(errors="replace").count(STAMP))
     return out
@@ -225,6 +226,71 @@ def bench_crash(kills: int) -> dict[str, Any]:
             "driver_kill_freed_s": freed, "driver_kill_state": rec.state.value}
 
 
+def bench_stream(n: int, kills: int, jobs: Any, storage: Path) -> dict[str, Any]:
+    """``n`` jobs of mixed kinds and tenants submitted over ~``n``/4 s while the controller is killed ``kills``
+    times at random moments; every job must end SUCCEEDED, once per request id, each recorded attempt one run
+    with its workers' start stamps (a run that died with a kill may be retried as a recorded new attempt)."""
+    import random
+
+    import ray
+
+    from cuberay.platform.control.install import find
+
+    rng = random.Random(12)
+    name = f"stream-{uuid.uuid4().hex[:6]}"
+    shapes = [("Task", 1), ("Task", 2), ("TrainJob", 2)]  # small job, gang as a Ray Job, command-mode TrainJob
+    plan = [(f"s{i}", *shapes[i % 3], ("bench", "b2")[i % 2]) for i in range(n)]
+    kill_at = sorted(rng.uniform(0.1, 0.9) * n / 4 for _ in range(kills))
+    ids: dict[str, str] = {}
+    resumed: list[float] = []
+
+    def submit_all() -> None:
+        for key, kind, workers, tenant in plan:
+            while key not in ids:  # the controller may be down: retry with the same request id
+                try:
+                    ids[key] = client.submit(tiny(f"{name}-{kind.lower()}-{workers}", sleep_s=rng.uniform(0, 2),
+                                                  workers=workers, kind=kind), tenant, request_id=key).id
+                except Exception:  # noqa: BLE001 - restarting controller
+                    time.sleep(0.2)
+            time.sleep(0.25)
+
+    submitter = threading.Thread(target=submit_all)
+    t0 = time.monotonic()
+    submitter.start()
+    for at in kill_at:
+        time.sleep(max(0.0, t0 + at - time.monotonic()))
+        killed = time.time()
+        old = client._call("ping")["pid"]
+        ray.kill(find(), no_restart=False)
+        while True:
+            try:
+                if client._call("ping", timeout=5)["pid"] != old:
+                    break
+            except Exception:  # noqa: BLE001 - restarting
+                time.sleep(0.2)
+        stamps = [e.time for e in client._call("events", None, None) if e.kind == "controller_started"
+                  and e.time > killed]
+        resumed.append(round(min(stamps) - killed, 2))
+    submitter.join()
+    job_ids = list(ids.values())
+    deadline = time.monotonic() + 1800
+    while True:
+        recs = [client.status(j) for j in job_ids]
+        if all(r.state.is_terminal for r in recs) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    counts = runs_and_stamps(job_ids, jobs, storage)
+    workers_of = {ids[key]: workers for key, _, workers, _ in plan}
+    return {"jobs": n, "kills": kills, "resume_s": resumed, "distinct_jobs": len(set(job_ids)),
+            "succeeded": sum(r.state == JobState.SUCCEEDED for r in recs),
+            "runs_match_attempts": sum(counts[r.id][0] == r.attempts for r in recs),
+            "stamps_match_workers_x_attempts": sum(counts[r.id][1] == workers_of[r.id] * r.attempts for r in recs),
+            "retried_attempts": sum(r.attempts - 1 for r in recs),
+            "not_succeeded": [f"{r.id}: {r.state.value}: {r.message or r.reason}" for r in recs
+                              if r.state != JobState.SUCCEEDED],
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
 def timed(fn: Any, repeats: int = 5) -> float:
     times = []
     for _ in range(repeats):
@@ -274,9 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queued", type=int, default=1000)
     parser.add_argument("--cpus", type=int, default=8)
     parser.add_argument("--kills", type=int, default=3, help="controller kills in the crash phase")
+    parser.add_argument("--stream", type=int, default=100, help="jobs in the crash stream (mixed kinds, tenants)")
+    parser.add_argument("--stream-kills", type=int, default=3, help="controller kills during the crash stream")
     parser.add_argument("--ray-jobs", action="store_true",
                         help="every job runs as a Ray Job with its own driver (scheduler.small_jobs false)")
-    parser.add_argument("--skip", default="", help="comma list of phases to skip: concurrent,load,crash,queue")
+    parser.add_argument("--skip", default="",
+                        help="comma list of phases to skip: concurrent,load,crash,stream,queue")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     info = print_machine()
@@ -299,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                 if "crash" not in skip:
                     result["crash"] = bench_crash(args.kills)
                     print("crash:", result["crash"], flush=True)
+                if "stream" not in skip:
+                    result["stream"] = bench_stream(args.stream, args.stream_kills, jobs, scratch / "storage")
+                    print("stream:", result["stream"], flush=True)
                 if "queue" not in skip:
                     result["queue"] = bench_queue(args.queued)
                     print("queue:", result["queue"], flush=True)

@@ -26,6 +26,7 @@ from cuberay.train.gang import CommandProcess
 EXIT_TIMEOUT = 124
 POLL_S = 0.05  # output is relayed and a cancel is seen within this long
 LOST_AFTER_S = 10.0  # a run asked about but unknown this long was lost (the runner restarted)
+KEPT_ENDS = 100_000  # ends kept after they are reported: a controller that died before storing one asks again
 
 
 @ray.remote(max_retries=0)
@@ -74,7 +75,7 @@ class SmallRunner:
     def __init__(self) -> None:
         self.runs: dict[str, ray.ObjectRef] = {}  # submission id -> the running task's ref
         self.stopping: set[str] = set()
-        self.ends: dict[str, tuple[str, str]] = {}  # submission id -> (status, note), until collected
+        self.ends: dict[str, tuple[str, str]] = {}  # submission id -> (status, note), the last KEPT_ENDS
         self.unknown: dict[str, float] = {}  # asked-about submission id this runner does not have -> since when
         self._changed = asyncio.Event()
         self._watchers: set[asyncio.Task] = set()
@@ -106,6 +107,8 @@ class SmallRunner:
         self.runs.pop(sid, None)
         self.stopping.discard(sid)
         self.ends[sid] = (status, note)
+        while len(self.ends) > KEPT_ENDS:  # oldest first (dicts keep insertion order)
+            del self.ends[next(iter(self.ends))]
         self._changed.set()
 
     async def stop(self, sid: str) -> None:
@@ -120,7 +123,9 @@ class SmallRunner:
         deadline = time.monotonic() + wait_s
         while True:
             self._changed.clear()
-            out = {sid: self.ends.pop(sid) for sid in known if sid in self.ends}
+            # Not popped: the controller may die between reading an end and storing it, and its successor asks
+            # again about the same run; it stops asking once it has the end, so the answer is read once per life.
+            out = {sid: self.ends[sid] for sid in known if sid in self.ends}
             now = time.monotonic()
             for sid in known:  # unknown for a while (not just a start still on its way): lost with a restart
                 if sid not in self.runs and sid not in out and now - self.unknown.setdefault(sid, now) > LOST_AFTER_S:

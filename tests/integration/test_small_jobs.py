@@ -124,3 +124,20 @@ def test_a_small_job_survives_a_controller_restart(platform, tmp_path: Path) -> 
     assert client.status(ref.id).state == JobState.RUNNING
     assert ray.get(controller.ping.remote(), timeout=30)["drivers"]["small"] == 1
     assert client.cancel(ref.id).state == JobState.CANCELLED
+
+
+def test_the_runner_keeps_a_read_end_for_a_controller_that_asks_again(platform) -> None:
+    """A controller may die after reading a run's end and before storing it: its successor asks again."""
+    from cuberay.platform.control.head import NAMESPACE
+    from cuberay.platform.control.small import RUNNER_NAME
+
+    small_jobs_on(platform)
+    ref = client.submit(small("asked-twice", "echo once"), "a")
+    record = wait_for(lambda: (r := client.status(ref.id)).state.is_terminal and r, 60, "the job to end")
+    assert record.state == JobState.SUCCEEDED, record
+    runner = ray.get_actor(RUNNER_NAME, namespace=NAMESPACE)
+    sid = record.submission_id
+    assert ray.get(runner.ended.remote([sid], 0.0), timeout=30) == {sid: ("SUCCEEDED", "")}
+    # A successor resends the start of each run it adopts; for a run that ended, nothing runs again.
+    ray.get(runner.start.remote(sid, {}, "not-a-node", ()), timeout=30)
+    assert sid not in ray.get(runner.running.remote(), timeout=30)

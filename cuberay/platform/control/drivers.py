@@ -47,7 +47,7 @@ class Drivers:
         """Follow a driver (or a small job's run) started before a controller restart."""
         if self.runs_small(rec):
             assert self.small is not None
-            self.small.adopt(sid, rec)
+            self.small.adopt(sid, rec, conv.node_ids_of(rec.allocation)[0], conv.identity(rec, sid))
         else:
             self.launcher.adopt([sid])
         self.by_sid[sid] = rec.id

@@ -137,12 +137,20 @@ class SmallRuns:
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll())
 
-    def adopt(self, sid: str, rec: Any) -> None:
-        """Follow a run started before a controller restart (the runner still owns it)."""
+    def adopt(self, sid: str, rec: Any, node_id: str, identity: Any) -> None:
+        """Follow a run started before a controller restart, and send its start again.
+
+        The runner owns the run and ignores a start it has seen (running or ended). A start the old
+        controller sent just before it died may never have reached the runner: this one starts the run.
+        """
+        try:
+            self._submit(sid, rec, node_id, identity)
+        except (ValueError, ray.exceptions.RayError) as err:  # no runner yet: its runs are reported lost
+            log.warning("could not resend the start of %s: %s", sid, err)
         self._track(sid, rec)
 
-    async def start(self, sid: str, rec: Any, node_id: str, identity: Any) -> None:
-        """Have the runner submit the Ray task of one attempt, pinned to its node with the worker's resources."""
+    def _submit(self, sid: str, rec: Any, node_id: str, identity: Any) -> Any:
+        """Send the runner the start of one attempt's Ray task (pinned to its node with the worker's resources)."""
         from cuberay.platform.spec import load_spec
 
         job = load_spec(rec.spec)
@@ -153,9 +161,13 @@ class SmallRuns:
                    "resources": custom or None, "runtime_env": job.spec.runtime_env or None}
         path = log_file(self.storage_of(rec.tenant), rec.id, sid)
         args = (job.spec.command, dict(job.spec.env), identity, res.get("GPU", 0.0), str(path), job.max_runtime_s)
+        return self.handle.start.remote(sid, options, node_id, args)
+
+    async def start(self, sid: str, rec: Any, node_id: str, identity: Any) -> None:
+        """Have the runner submit the Ray task of one attempt."""
         # Not awaited: the runner takes calls in order, so a stop sent later finds the run; a start it refuses
         # comes back as this run's end.
-        started = self.handle.start.remote(sid, options, node_id, args)
+        started = self._submit(sid, rec, node_id, identity)
         self._track(sid, rec)
         watcher = asyncio.get_running_loop().create_task(self._started(sid, started))
         self._watchers.add(watcher)  # a strong reference until it is done (asyncio keeps only weak ones)
