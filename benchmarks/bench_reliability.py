@@ -180,34 +180,41 @@ def bench_load(rate: float, seconds: float, drain: bool = True) -> dict[str, Any
             "peak_runs_in_flight": peak[0], "driver_cap": DRIVER_CAP}
 
 
+def kill_controller() -> float:
+    """Kill the controller actor (Ray restarts it); seconds until the new one's own ``controller_started`` stamp."""
+    import ray
+
+    from cuberay.platform.control.install import find
+
+    old = client._call("ping")["pid"]
+    killed = time.time()
+    ray.kill(find(), no_restart=False)
+    while True:
+        try:
+            if client._call("ping", timeout=5)["pid"] != old:
+                break
+        except Exception:  # noqa: BLE001 - restarting
+            time.sleep(0.2)
+    stamps = [e.time for e in client._call("events", None, None) if e.kind == "controller_started"
+              and e.time > killed]
+    return round(min(stamps) - killed, 2)
+
+
 def bench_crash(kills: int) -> dict[str, Any]:
     """Kill the controller ``kills`` times while jobs wait (resume = its own start stamp - kill time), and kill
     one job's driver (freed = time until the job is FAILED with no allocation)."""
     import os
     import signal
 
-    import ray
     from ray.job_submission import JobSubmissionClient
 
-    from cuberay.platform.control.install import find
 
     name = f"crash-{uuid.uuid4().hex[:6]}"
     # 2-worker gangs run as Ray Jobs (a driver process to kill); q's max of 1 CPU: one runs, two wait.
     ids = [client.submit(tiny(name, cpu="500m", sleep_s=3600, workers=2), "q").id for _ in range(3)]
     resumed = []
     for _ in range(kills):
-        old = client._call("ping")["pid"]
-        killed = time.time()
-        ray.kill(find(), no_restart=False)
-        while True:
-            try:
-                if client._call("ping", timeout=5)["pid"] != old:
-                    break
-            except Exception:  # noqa: BLE001 - restarting
-                time.sleep(0.2)
-        stamps = [e.time for e in client._call("events", None, None) if e.kind == "controller_started"
-                  and e.time > killed]
-        resumed.append(round(min(stamps) - killed, 2))
+        resumed.append(kill_controller())
     lost = [j for j in ids if client.status(j).state.is_terminal]
     while not (running := next((r for r in map(client.status, ids) if r.state == JobState.RUNNING
                                 and r.submission_id), None)):
@@ -232,9 +239,6 @@ def bench_stream(n: int, kills: int, jobs: Any, storage: Path) -> dict[str, Any]
     with its workers' start stamps (a run that died with a kill may be retried as a recorded new attempt)."""
     import random
 
-    import ray
-
-    from cuberay.platform.control.install import find
 
     rng = random.Random(12)
     name = f"stream-{uuid.uuid4().hex[:6]}"
@@ -259,18 +263,7 @@ def bench_stream(n: int, kills: int, jobs: Any, storage: Path) -> dict[str, Any]
     submitter.start()
     for at in kill_at:
         time.sleep(max(0.0, t0 + at - time.monotonic()))
-        killed = time.time()
-        old = client._call("ping")["pid"]
-        ray.kill(find(), no_restart=False)
-        while True:
-            try:
-                if client._call("ping", timeout=5)["pid"] != old:
-                    break
-            except Exception:  # noqa: BLE001 - restarting
-                time.sleep(0.2)
-        stamps = [e.time for e in client._call("events", None, None) if e.kind == "controller_started"
-                  and e.time > killed]
-        resumed.append(round(min(stamps) - killed, 2))
+        resumed.append(kill_controller())
     submitter.join()
     job_ids = list(ids.values())
     deadline = time.monotonic() + 1800
