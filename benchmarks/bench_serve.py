@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import socket
 import statistics
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import markdown, print_machine, write_json  # noqa: E402
+from cuberay.platform.control.head import free_port
 
 CONCURRENCY = int(os.environ.get("BENCH_SERVE_CONCURRENCY", "8"))
 SECONDS = float(os.environ.get("BENCH_SERVE_SECONDS", "5"))
@@ -46,12 +46,6 @@ ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "6"))
 LATENCY_N = int(os.environ.get("BENCH_SERVE_LATENCY_N", "150"))
 ROW = [0.25] * 64
 FACTORY = "cuberay.examples.digits:build_model"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _checkpoints(root: str) -> dict[str, str]:
@@ -187,7 +181,7 @@ def main() -> int:
     info = print_machine()
     ray.init(num_cpus=4, include_dashboard=True, _temp_dir=tempfile.mkdtemp(prefix="bench-serve-"),
              runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}})
-    port = _free_port()
+    port = free_port()
     serve.start(proxy_location="HeadOnly", http_options={"port": port})
     try:
         routes = _deploy(_checkpoints(tempfile.mkdtemp(prefix="bench-serve-ck-")))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -46,17 +45,12 @@ def tiny_llama(directory: Path) -> Path:
     return directory
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_vllm_version_answers_an_openai_chat_request(tmp_path: Path) -> None:
     import ray
     import requests
     from ray import serve
 
+    from cuberay.platform.control.head import free_port
     from cuberay.platform.spec import load_spec
     from cuberay.serve import llm, plan
 
@@ -71,7 +65,7 @@ def test_a_vllm_version_answers_an_openai_chat_request(tmp_path: Path) -> None:
                                  "engine_kwargs": {"enforce_eager": True, "gpu_memory_utilization": 0.1}}}]}})
     entry = plan.llm_app(app, [])
     ray.init(num_cpus=max(8, os.cpu_count() or 1))  # logical: the ingress, the engine and its workers
-    port = _free_port()
+    port = free_port()
     try:
         serve.start(http_options={"port": port})
         started = time.monotonic()

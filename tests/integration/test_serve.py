@@ -9,7 +9,6 @@ refused before anything is submitted.
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ import torch
 
 from cuberay.errors import NotFoundError, SpecError
 from cuberay.platform import client, demo
+from cuberay.platform.control.head import free_port
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 from cuberay.serve import deploy, ops
@@ -50,12 +50,6 @@ def _example_app(name: str = "digits-serve", route: str | None = None, train: st
     return app
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(ray_cluster, tmp_path_factory) -> Any:
     """Train two runs, deploy the app; yields what the tests need. Serve is shut down at the end."""
@@ -69,7 +63,7 @@ def served(ray_cluster, tmp_path_factory) -> Any:
     mp = pytest.MonkeyPatch()
     mp.setenv("CUBERAY_USER", "tester")
     client.install(spec, address=ray_cluster.address, replace=True)
-    port = _free_port()
+    port = free_port()
     try:
         # v1 is the older of two runs of the example TrainJob, v2 the latest (serve.yaml says so).
         train = load_spec(EXAMPLES / "train-ddp.yaml").with_tenant("a").model_dump(mode="json")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 import uuid
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 
 from cuberay.platform import client
+from cuberay.platform.control.head import free_port
 from cuberay.platform.policy.states import JobState
 from cuberay.serve import deploy, ops
 from cuberay.serve.config import AppPlan
@@ -17,12 +17,6 @@ from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ON_V100 = {"ray.io/accelerator-type": "V100"}  # one 4-CPU worker node of the session cluster
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -37,7 +31,7 @@ def serving_platform(ray_cluster, job_client, tmp_path) -> Any:
     mp = pytest.MonkeyPatch()
     mp.setenv("CUBERAY_USER", "tester")
     client.install(spec, address=ray_cluster.address, replace=True)
-    serve.start(proxy_location="HeadOnly", http_options={"port": _free_port()})
+    serve.start(proxy_location="HeadOnly", http_options={"port": free_port()})
     try:
         yield spec
     finally:
