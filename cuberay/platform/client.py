@@ -195,6 +195,16 @@ def down() -> None:
         controller_head.stop()
 
 
+def _runnable(spec_or_path: Any) -> Any:
+    """The job of a spec model, dict, YAML text or file path; SpecError for a kind the platform does not run."""
+    from cuberay.platform.control.convert import require_runnable
+    from cuberay.platform.spec import load_spec
+
+    job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
+    require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)
+    return job
+
+
 def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
            driver: str = "launcher", submission_id: str | None = None, request_id: str | None = None) -> JobRef:
     """Validate and queue a job (a spec model, a dict, YAML text or a file path).
@@ -203,11 +213,7 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
     so a submit whose answer was lost can be retried. Raises SpecError (exit 2) for a kind the platform does
     not run (``convert.RUNNABLE_KINDS``).
     """
-    from cuberay.platform.control.convert import require_runnable
-    from cuberay.platform.spec import load_spec
-
-    job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
-    require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)
+    job = _runnable(spec_or_path)
     record: JobRecord = _call("submit", job.model_dump(mode="json"), tenant, user or current_user(),
                               driver, submission_id, request_id)
     return JobRef(record.id, record.tenant, record.name)
@@ -219,11 +225,7 @@ def submit_copies(spec_or_path: Any, count: int, tenant: str | None = None, *,
 
     All or none: AdmissionError (exit 3) if the job could never run, SpecError (exit 2) for a bad count.
     """
-    from cuberay.platform.control.convert import require_runnable
-    from cuberay.platform.spec import load_spec
-
-    job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, os.PathLike) else spec_or_path)
-    require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)
+    job = _runnable(spec_or_path)
     owner, ids = _call("submit_copies", job.model_dump(mode="json"), count, tenant, user or current_user(),
                        timeout=600.0)
     return [JobRef(job_id, owner, job.name) for job_id in ids]

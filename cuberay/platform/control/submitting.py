@@ -84,8 +84,9 @@ class Submitting:
                 self.store.add_event("rejected", f"{count} copies of {job.kind} {job.name!r} by {user}: {problem}")
                 self.metrics.rejected(owner.name, rule)
                 raise AdmissionError(f"{count} copies of {job.kind} {job.name!r} rejected: {problem}")
+            spec_json = job.model_dump(mode="json")  # once: the copies share it
             records = [self._record(job_id, owner.name, job, req, user, now, first + i, correction,
-                                    driver="launcher")
+                                    spec_json=spec_json, driver="launcher")
                        for i, (job_id, req) in enumerate(zip(ids, reqs))]
             self.store.add_jobs(records, "submitted", [_submitted(job, user, reqs[0])] * count)
             self._wake.set()
@@ -121,9 +122,9 @@ class Submitting:
         return first
 
     def _record(self, job_id: str, tenant: str, job: Any, req: Any, user: str, now: float, seq: int,
-                correction: Any, **extra: Any) -> JobRecord:
+                correction: Any, spec_json: dict | None = None, **extra: Any) -> JobRecord:
         return JobRecord(id=job_id, tenant=tenant, name=job.name, kind=job.kind, user=user,
-                         spec=job.model_dump(mode="json"), state=JobState.QUEUED, priority=req.priority,
+                         spec=spec_json or job.model_dump(mode="json"), state=JobState.QUEUED, priority=req.priority,
                          submit_time=now, seq=seq, gpus=req.gpus, reason="waiting for the next admission cycle",
                          correction=correction, **extra)
 
