@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from cuberay.platform.control import convert as conv
-from cuberay.platform.control.snapshot import take
+import pytest
+
+from cuberay.platform.control import snapshot as snapshots
+from cuberay.platform.control.snapshot import NOT_ORDERED, take
+from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.admission import queue_order
+from cuberay.platform.policy.states import JobState
 from tests.unit.helpers import cluster, cycle, job, state, submit
 
 
@@ -13,7 +17,7 @@ def test_snapshot_holds_one_ticks_order_reasons_and_allocations() -> None:
     submit(st, job("big", gpus=4, workers=2), job("wait1", gpus=4, workers=1, t=1), job("wait2", gpus=2, workers=1, t=2))
     c = cycle(st)
     waits = dict(c.waits)
-    snap = take(st, waits, queue_order(st), [], ticks=7)
+    snap = take(st, waits, [], ticks=7)
 
     assert set(snap.allocations) == {"big"} and len(snap.allocations["big"]) == 2
     assert [j.id for j in snap.order] == [j.id for j in queue_order(st)]
@@ -33,6 +37,44 @@ def test_queue_entries_come_from_the_snapshot_running_and_order() -> None:
     st = state(cluster(nodes=1, gpus=4))
     submit(st, job("run", gpus=4, workers=1), job("next", gpus=4, workers=1, t=1))
     cycle(st)
-    snap = take(st, {"next": "no room"}, queue_order(st), [], ticks=1)
+    snap = take(st, {"next": "no room"}, [], ticks=1)
     assert [j.id for j in snap.order] == ["next"] and snap.positions == {"next": 1}
-    assert conv.queue_entries(snap.running, snap.order, {}, snap.waits, None) == []  # no records: nothing shown
+    assert snap.queue_entries({}, None) == []  # no records: nothing shown
+    listed = snap.queue_entries({r.id: r for r in (record("run", JobState.RUNNING), record("next"))}, None)
+    assert [(e.job_id, e.position, e.reason) for e in listed][1:] == [("next", 1, "no room")]
+    assert listed[0].job_id == "run" and listed[0].position is None
+
+
+def record(job_id: str, state: JobState = JobState.QUEUED, tenant: str = "a") -> JobRecord:
+    return JobRecord(id=job_id, tenant=tenant, name=job_id, kind="Task", user="u", spec={}, state=state,
+                     priority=0, submit_time=0.0, seq=1)
+
+
+def test_a_deep_queue_keeps_its_order_until_reordering_is_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ORDER_ALWAYS jobs the order is reused while young: jobs admitted since drop out by their stored
+    state, jobs queued since are listed after it without a position, and a due re-ordering places them."""
+    monkeypatch.setattr(snapshots, "ORDER_ALWAYS", 1)
+    monkeypatch.setattr(snapshots, "ORDER_SHARE", 1e-9)  # never due again on its own
+    st = state(cluster(nodes=1, gpus=4))
+    submit(st, job("run", gpus=4, workers=1), job("w1", gpus=4, workers=1, t=1), job("w2", gpus=4, workers=1, t=2),
+           job("other", tenant="b", gpus=4, workers=1, t=3))
+    cycle(st)
+    first = take(st, {}, [], ticks=1)
+    assert [j.id for j in first.order] == ["other", "w1", "w2"]  # tenant b holds nothing: it goes first
+    st.finish("run")
+    cycle(st, 1)
+    assert set(st.running) == {"w1"}  # a's share is back to nothing and w1 is older
+    submit(st, job("late", gpus=4, workers=1, t=4))
+    second = take(st, {}, [], ticks=2, previous=first)
+    assert second.order is first.order and [j.id for j in second.unordered] == ["late"]
+    records = {r.id: r for r in (record("w1", JobState.ADMITTED), record("other", tenant="b"), record("w2"),
+                                 record("late"))}
+    listed = second.queue_entries(records, None)
+    assert [(e.job_id, e.position) for e in listed] == [("w1", None), ("other", 1), ("w2", 3), ("late", None)]
+    assert listed[-1].reason == NOT_ORDERED
+    mine = second.queue_entries({k: v for k, v in records.items() if v.tenant == "a"}, "a")
+    assert [(e.job_id, e.position) for e in mine] == [("w1", None), ("w2", 3), ("late", None)]
+
+    monkeypatch.setattr(snapshots, "ORDER_SHARE", 1e9)  # due at once
+    third = take(st, {}, [], ticks=3, previous=second)
+    assert {j.id for j in third.order} == {"other", "w2", "late"} and third.unordered == ()

@@ -69,7 +69,6 @@ from cuberay.platform.policy.admission import (
     Reserve,
     Resize,
     RunningJob,
-    queue_order,
     schedule,
 )
 from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request
@@ -155,8 +154,8 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
                 if rec.submission_id and rec.driver == "launcher":
                     self.drivers.stop(rec.submission_id, preempted=True)
                 self.store.update_job(rec.id, state=JobState.QUEUED, allocation=None,
-                                      reason="requeued: its nodes were lost while the controller was down")
-                self.store.add_event("requeued", "nodes lost while the controller was down", rec.id)
+                                      reason="requeued: its nodes were lost while the controller was down",
+                                      event=("requeued", "nodes lost while the controller was down"))
                 continue
             if rec.driver == "external":
                 self.drivers.contact[rec.id] = now
@@ -204,8 +203,8 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
 
     def _publish(self) -> None:
         """Replace the snapshot the reads serve (see control/snapshot.py)."""
-        self.snapshot = snap.take(self.state, self.waits, queue_order(self.state),
-                                  conv.tenant_usages(self.platform, self.state), self._ticks)
+        self.snapshot = snap.take(self.state, self.waits, conv.tenant_usages(self.platform, self.state),
+                                  self._ticks, previous=self.snapshot)
 
     # ------------------------------------------------------------------ nodes
 
@@ -270,9 +269,8 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         self.store.update_job(d.job_id, state=JobState.ADMITTED, allocation=conv.allocation_of(d.node_ids),
                               attempts=attempt, reason=reason, message=None, start_time=now, end_time=None,
                               checkpoint_time=None,
-                              submission_id=None if rec.driver == "launcher" else rec.submission_id)
-        self.store.add_event("admitted", f"attempt {attempt}: {len(run.allocation.slots)} worker(s) {reason}",
-                             d.job_id)
+                              submission_id=None if rec.driver == "launcher" else rec.submission_id,
+                              event=("admitted", f"attempt {attempt}: {len(run.allocation.slots)} worker(s) {reason}"))
         self.metrics.admitted(rec.tenant, now - rec.submit_time)
         self.waits.pop(d.job_id, None)
         if rec.driver == "launcher":
@@ -284,9 +282,9 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         before = len(self.state.running[d.job_id].allocation.slots)
         self.state.resize(d.job_id, d.node_ids, now)
         nodes = ", ".join(sorted({conv.short(n) for n in d.node_ids}))
-        self.store.update_job(d.job_id, allocation=conv.allocation_of(d.node_ids))
-        self.store.add_event("resized", f"{before} -> {len(d.node_ids)} worker(s) on node(s) {nodes}: {d.reason}",
-                             d.job_id)
+        self.store.update_job(d.job_id, allocation=conv.allocation_of(d.node_ids),
+                              event=("resized", f"{before} -> {len(d.node_ids)} worker(s) on node(s) {nodes}: "
+                                                f"{d.reason}"))
 
     def _requeue(self, job_id: str, reason: str, now: float, *, preempted: bool) -> None:
         """Back to the queue with its service so far; a preempted job's running driver is stopped."""
@@ -298,11 +296,9 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
             self.drivers.stop(rec.submission_id, preempted=True)
         if preempted:
             self.store.update_job(job_id, state=JobState.PREEMPTED, allocation=None, end_time=now,
-                                  attained_gpu_s=attained, reason=reason)
-            self.store.add_event("preempted", reason, job_id)
+                                  attained_gpu_s=attained, reason=reason, event=("preempted", reason))
         self.store.update_job(job_id, state=JobState.QUEUED, allocation=None, end_time=now,
-                              attained_gpu_s=attained, reason=f"requeued: {reason}")
-        self.store.add_event("requeued", reason, job_id)
+                              attained_gpu_s=attained, reason=f"requeued: {reason}", event=("requeued", reason))
         if rec.driver == "external":
             self.drivers.contact[job_id] = now  # its driver sees QUEUED at its next poll and stops its run
         self._wake.set()
@@ -335,8 +331,7 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
                 continue
             what = self.drivers.what(sid)
             self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
-                                  reason=f"running as {what}")
-            self.store.add_event("started", f"{what} submitted", job_id)
+                                  reason=f"running as {what}", event=("started", f"{what} submitted"))
 
     async def _follow_drivers(self, now: float) -> None:
         """Ray Job ends -> job ends (or is retried); expected STOPs of preempted drivers are dropped."""
@@ -413,9 +408,7 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         fields: dict[str, Any] = {"state": state, "end_time": now, "message": message, "allocation": None}
         if attained is not None:
             fields["attained_gpu_s"] = attained
-        rec = self.store.update_job(job_id, **fields)
-        self.store.add_event(state.value.lower(), message, job_id)
-        return rec
+        return self.store.update_job(job_id, event=(state.value.lower(), message), **fields)
 
     def tenant_storage(self, tenant: str) -> Path:
         """A tenant's storage folder: checkpoints, Tune results and small jobs' logs."""

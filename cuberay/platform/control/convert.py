@@ -7,13 +7,12 @@ on their own.
 
 from __future__ import annotations
 
-import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from cuberay.errors import AdmissionError, SpecError
-from cuberay.platform.control.records import JobIdentity, QueueEntry, TenantUsage
+from cuberay.platform.control.records import JobIdentity, TenantUsage
 from cuberay.platform.control.store import JobRecord
-from cuberay.platform.policy.admission import ClusterState, RunningJob
+from cuberay.platform.policy.admission import ClusterState
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.policy.states import JobState
@@ -120,41 +119,6 @@ def identity(record: JobRecord, run_id: str) -> JobIdentity:
 
 def short(node_id: str) -> str:
     return node_id[:8]
-
-
-def queue_entries(running: Iterable[RunningJob], order: Iterable[JobRequest], records: Mapping[str, JobRecord],
-                  waits: Mapping[str, str], tenant: str | None, now: float | None = None) -> list[QueueEntry]:
-    """Running jobs (no position) then waiting ones in admission order, each with why it waits."""
-    now = time.time() if now is None else now
-    out: list[QueueEntry] = []
-    for run in sorted(running, key=lambda r: r.start_time):
-        rec = records.get(run.job.id)
-        if rec is None or (tenant and run.job.tenant != tenant):
-            continue
-        out.append(_entry(rec, run.job, None, _where(run, rec), now))
-    position = 0
-    for job in order:
-        position += 1
-        rec = records.get(job.id)
-        if rec is None or (tenant and job.tenant != tenant):
-            continue
-        reason = waits.get(job.id) or (rec.reason if rec.state.is_waiting and rec.reason else
-                                       "waiting for the next admission cycle")
-        out.append(_entry(rec, job, position, reason, now))
-    return out
-
-
-def _where(run: RunningJob, rec: JobRecord) -> str:
-    nodes = sorted({short(n) for n in run.allocation.node_ids})
-    if rec.state == JobState.ADMITTED:
-        return rec.reason or f"admitted on {', '.join(nodes)}; starting"
-    return f"running on {len(run.allocation.slots)} worker(s), node(s) {', '.join(nodes)}"
-
-
-def _entry(rec: JobRecord, job: JobRequest, position: int | None, reason: str, now: float) -> QueueEntry:
-    return QueueEntry(job_id=rec.id, tenant=rec.tenant, name=rec.name, kind=rec.kind, state=rec.state,
-                      position=position, reason=reason, gpus=job.gpus, workers=job.workers,
-                      age_s=max(0.0, now - rec.submit_time))
 
 
 def tenant_usages(platform: Platform, state: ClusterState) -> list[TenantUsage]:

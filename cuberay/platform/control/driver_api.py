@@ -43,8 +43,8 @@ class DriverAPI:
             self.drivers.contact[job_id] = time.time()
             if rec.state == JobState.ADMITTED:
                 rec = self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
-                                            reason="running in its external driver")
-                self.store.add_event("started", "external driver started its run", job_id)
+                                            reason="running in its external driver",
+                                            event=("started", "external driver started its run"))
         tenant = self.platform.tenant(rec.tenant)
         run_id = rec.submission_id or f"{job_id}-{rec.attempts}"
         return {"record": rec, "spec": rec.spec, "node_ids": conv.node_ids_of(rec.allocation),

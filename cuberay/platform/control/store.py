@@ -319,10 +319,14 @@ class Store:
             row = session.scalar(query)
             return None if row is None else JobRecord.model_validate(row)
 
-    def add_job(self, record: JobRecord) -> None:
+    def add_job(self, record: JobRecord, events: Iterable[tuple[str, str]] = ()) -> None:
+        """A new job and its events (kind, message), in one transaction."""
         try:
             with self._sessions.begin() as session:
                 session.add(_JobRow(**_row_values(record)))
+                now = _now()
+                session.add_all(_EventRow(time=now, job_id=record.id, kind=kind, message=message)
+                                for kind, message in events)
         except IntegrityError:
             if record.request_id is not None and self.find_request(record.user, record.request_id):
                 raise CuberayError(
@@ -346,8 +350,12 @@ class Store:
             row = session.scalar(select(_JobRow).where(_JobRow.user == user, _JobRow.request_id == request_id))
             return None if row is None else JobRecord.model_validate(row)
 
-    def update_job(self, job_id: str, **fields: Any) -> JobRecord:
-        """Set ``fields`` on one job (validated as a :class:`JobRecord`) and return the new record."""
+    def update_job(self, job_id: str, *, event: tuple[str, str] | None = None, **fields: Any) -> JobRecord:
+        """Set ``fields`` on one job (validated as a :class:`JobRecord`) and return the new record.
+
+        ``event`` (kind, message) is recorded for the job in the same transaction: a state change and the
+        event that explains it are stored together or not at all, with one commit (one ``fsync``) for both.
+        """
         unknown = sorted(set(fields) - (_JOB_FIELDS - {"id"}))
         if unknown:
             raise TypeError(f"update_job() cannot set {', '.join(unknown)}; settable fields are "
@@ -361,6 +369,8 @@ class Store:
             values = _row_values(updated)
             for key in fields:
                 setattr(row, key, values[key])
+            if event is not None:
+                session.add(_EventRow(time=_now(), job_id=job_id, kind=event[0], message=event[1]))
             return updated
 
     def get_job(self, job_id: str) -> JobRecord:

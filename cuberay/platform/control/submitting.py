@@ -50,14 +50,12 @@ class Submitting:
             rule, problem = self._never_fits(job, [req])
             if problem:
                 self.store.add_job(record.model_copy(update={"state": JobState.REJECTED, "reason": problem,
-                                                             "message": problem, "end_time": now}))
-                self.store.add_event("rejected", problem, job_id)
+                                                             "message": problem, "end_time": now}),
+                                   [("rejected", problem)])
                 self.metrics.rejected(owner.name, rule)
                 raise AdmissionError(f"job {job_id} rejected: {problem}")
-            self.store.add_job(record)
-            if correction:
-                self.store.add_event("corrected", correcting.describe(correction), job_id)
-            self.store.add_event("submitted", _submitted(job, user, req), job_id)
+            events = [("corrected", correcting.describe(correction))] if correction else []
+            self.store.add_job(record, [*events, ("submitted", _submitted(job, user, req))])
             if driver == "external":
                 self.drivers.contact[job_id] = now
             self._wake.set()

@@ -16,7 +16,6 @@ from typing import Any
 import ray
 
 from cuberay.platform.control import access, small
-from cuberay.platform.control import convert as conv
 from cuberay.platform.control.records import QueueEntry, TenantUsage
 from cuberay.platform.control.snapshot import READS, Snapshot
 from cuberay.platform.control.store import EventRecord, JobRecord
@@ -67,8 +66,7 @@ class Views:
     @ray.method(concurrency_group=READS)
     async def queue(self, tenant: str | None = None) -> list[QueueEntry]:
         snapshot = self.snapshot
-        records = {r.id: r for r in self.store.list_jobs(tenant, ACTIVE)}
-        return conv.queue_entries(snapshot.running, snapshot.order, records, snapshot.waits, tenant)
+        return snapshot.queue_entries({r.id: r for r in self.store.list_jobs(tenant, ACTIVE)}, tenant)
 
     @ray.method(concurrency_group=READS)
     async def tenants(self) -> list[TenantUsage]:
