@@ -162,6 +162,10 @@ def _deepspeed_step(model: nn.Module, lr: float, batch_size: int, ds_config: dic
         # ZeRO 1/2 shard it fine, but DeepSpeed wants that said explicitly.
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
         ds_config.setdefault("zero_allow_untested_optimizer", True)
+    if not torch.cuda.is_available():
+        # On CPUs DeepSpeed compiles a shared-memory all-reduce kernel on first use (40 s of a 2-core machine)
+        # that only its inference path calls; training all-reduces through torch.distributed.
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config,
                                       model_parameters=model.parameters())
     loss_fn = nn.CrossEntropyLoss()

@@ -58,6 +58,10 @@ def ds_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.backend == "gloo":
+        # On CPUs DeepSpeed compiles a shared-memory all-reduce kernel on first use (40 s of a 2-core machine)
+        # that only its inference path calls; training all-reduces through torch.distributed.
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend=args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     if (rank, world) != (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])):
