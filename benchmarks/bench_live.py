@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     from ray.job_submission import JobSubmissionClient
 
-    with tempfile.TemporaryDirectory(prefix="cuberay-bench-", ignore_cleanup_errors=True) as tmp:
+    with tempfile.TemporaryDirectory(prefix="crb", ignore_cleanup_errors=True) as tmp:
         scratch = Path(tmp)
         with scratch_env(scratch, HEAD_CPUS):
             t0 = time.monotonic()

@@ -8,7 +8,8 @@ A local platform (``client.up`` in a scratch directory, as ``cuberay demo``) wit
 two tenants: ``bulk`` gets a backlog of one-CPU ``sleep`` Tasks submitted as fast
 as one client can (it keeps the controller's cycles busy: every tick orders and
 explains the whole queue while the head's CPUs admit a few at a time); ``probe``
-holds a handful of jobs. While the backlog is being admitted, a second thread of
+holds three hour-long jobs. The driver cap is the head's CPUs, so the probe's jobs leave the backlog
+five slots and it drains while it is read. While the backlog is being admitted, a second thread of
 the same connected client times ``status <job>`` and ``queue --tenant probe``
 calls on the controller (``ray.get`` on the actor call: the CLI's own process
 start, imports and ``ray.init`` are excluded and measured separately once).
@@ -42,7 +43,7 @@ HEAD_CPUS = 8
 
 def platform_file(scratch: Path) -> Path:
     spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "reads"},
-            "spec": {"storage": str(scratch / "storage"), "scheduler": {"max_drivers": 4},
+            "spec": {"storage": str(scratch / "storage"), "scheduler": {"max_drivers": HEAD_CPUS},
                      "tenants": [{"name": "bulk", "members": ["*"]}, {"name": "probe", "members": ["*"]}]}}
     path = scratch / "platform.yaml"
     path.write_text(json.dumps(spec))
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     info = print_machine()
     load_start = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="cuberay-reads-", ignore_cleanup_errors=True) as tmp:
+    with tempfile.TemporaryDirectory(prefix="crr", ignore_cleanup_errors=True) as tmp:
         scratch = Path(tmp)
         with scratch_env(scratch, HEAD_CPUS):
             client.up(str(platform_file(scratch)))
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 stop.set()
                 thread.join()
                 ping = ray.get(handle.ping.remote())
-                queued = sum(1 for e in client.queue("bulk") if e.position)
+                queued = sum(1 for e in client.queue("bulk") if e.state.is_waiting)
                 cli = [sys.executable, "-m", "cuberay", "queue", "--tenant", "probe"]
                 c0 = time.perf_counter()
                 subprocess.run(cli, check=True, capture_output=True, env=dict(os.environ))

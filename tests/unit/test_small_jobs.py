@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuberay.platform.control.small import has_log, is_small, log_file, read_log, task_name
+from cuberay.platform.control.small import SUCCEEDED, has_log, is_small, log_file, read_log, task_name
 
 
 @pytest.mark.parametrize(("kind", "spec", "small"), [
@@ -61,3 +61,29 @@ def test_the_controller_side_reports_each_end_once_and_keeps_a_failed_runs_log_f
     assert runs.failure_message("s-bad") == "line 1 | Traceback | ValueError: boom"
     assert runs.ended() == {}  # each end once
     assert not any(runs.handles(s) for s in ("s-ok", "s-bad", "s-stop"))  # forgotten after being reported
+
+
+def test_a_waiting_poll_hears_of_a_run_started_after_it_asked() -> None:
+    """The controller long-polls the runner with the runs it knew of; a run it started since (while an hour-long
+    run keeps the poll open) must come back when it ends, not when the poll times out."""
+    import asyncio
+    import time
+
+    from cuberay.train.small import SmallRunner
+
+    async def scenario() -> tuple[dict, float]:
+        runner = SmallRunner()
+        runner.runs = {"long": None, "new": None}  # type: ignore[dict-item]
+        poll = asyncio.create_task(runner.ended(["long"], 30.0))
+        await asyncio.sleep(0)  # the poll is waiting
+        started = time.monotonic()
+        runner._record_end("new", SUCCEEDED, "")
+        ends = await asyncio.wait_for(poll, 5.0)
+        return ends, time.monotonic() - started
+
+    ends, waited = asyncio.run(scenario())
+    assert ends == {"new": (SUCCEEDED, "")} and waited < 1.0
+    # What ended before a poll began is only reported for runs the poll asks about.
+    runner = SmallRunner()
+    runner._record_end("old", SUCCEEDED, "")
+    assert asyncio.run(runner.ended(["other"], 0.0)) == {}
