@@ -78,3 +78,16 @@ def test_a_deep_queue_keeps_its_order_until_reordering_is_due(monkeypatch: pytes
     monkeypatch.setattr(snapshots, "ORDER_SHARE", 1e9)  # due at once
     third = take(st, {}, [], ticks=3, previous=second)
     assert {j.id for j in third.order} == {"other", "w2", "late"} and third.unordered == ()
+
+
+def test_the_queue_counts_each_tenants_jobs_and_knows_its_newest() -> None:
+    st = state(cluster(nodes=1, gpus=4))
+    submit(st, job("run", gpus=4, workers=1))
+    cycle(st)  # the node is full: the rest wait
+    submit(st, job("a1", gpus=4, workers=1), job("a2", gpus=4, workers=1, t=1), job("b1", tenant="b", gpus=4, workers=1, t=2))
+    before = st.queue.adds
+    submit(st, job("b2", tenant="b", gpus=4, workers=1, t=3))
+    st.queue.remove("a1")
+    assert (st.queue.count("a"), st.queue.count("b"), st.queue.count("c")) == (1, 2, 0)
+    assert [j.id for j in st.queue.latest(st.queue.adds - before)] == ["b2"]
+    assert [j.id for j in st.queue.latest(10)] == ["b2", "b1", "a2"]

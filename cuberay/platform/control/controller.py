@@ -419,7 +419,7 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         stats = {}
         for name, quota in self.state.tenants.items():
             stats[name] = TenantStats(
-                queued=sum(1 for j in self.state.queue if j.tenant == name),
+                queued=self.state.queue.count(name),
                 running=sum(1 for r in self.state.running.values() if r.job.tenant == name),
                 allocated={k: v for k, v in self.state.usage.get(name, {}).items() if v > 1e-9},
                 guaranteed=quota.guaranteed.as_dict())

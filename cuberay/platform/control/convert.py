@@ -133,5 +133,5 @@ def tenant_usages(platform: Platform, state: ClusterState) -> list[TenantUsage]:
             name=tenant.name, guaranteed=guaranteed, max=None if limit is None else limit.as_dict(),
             in_use=in_use, borrowed=borrowed,
             running=sum(1 for r in state.running.values() if r.job.tenant == tenant.name),
-            queued=sum(1 for j in state.queue if j.tenant == tenant.name)))
+            queued=state.queue.count(tenant.name)))
     return out

@@ -33,7 +33,7 @@ from cuberay.platform.policy.states import JobState
 
 READS = "reads"  # the actor's concurrency group for reads
 ORDER_ALWAYS = 2_000  # queues up to this long are ordered at every publish (a few ms)
-ORDER_SHARE = 0.2     # past that, ordering takes at most this share of the loop's time
+ORDER_SHARE = 0.1     # past that, ordering takes at most this share of the loop's time
 NOT_ORDERED = "queued since the last ordering; its position comes with the next one"
 
 
@@ -48,6 +48,7 @@ class Snapshot:
     positions: Mapping[str, int] = field(default_factory=dict)    # waiting job -> 1-based position
     unordered: tuple[JobRequest, ...] = ()                         # queued since the order was computed
     ordered_at: float = 0.0                                        # when ``order`` was computed
+    ordered_adds: int = 0                                          # the queue's ``adds`` then
     order_s: float = 0.0                                           # what computing it cost
     running: tuple[RunningJob, ...] = ()                           # jobs holding an allocation, oldest first
     allocations: Mapping[str, list[str]] = field(default_factory=dict)  # job -> node id per worker
@@ -98,18 +99,20 @@ def take(state: ClusterState, waits: Mapping[str, str], tenants: list[TenantUsag
         order = tuple(queue_order(state))
         positions: Mapping[str, int] = {job.id: i for i, job in enumerate(order, 1)}
         unordered: tuple[JobRequest, ...] = ()
-        ordered_at, order_s = now, time.perf_counter() - started
+        ordered_at, order_s, ordered_adds = now, time.perf_counter() - started, state.queue.adds
     else:
         assert previous is not None
-        order, positions, ordered_at, order_s = (previous.order, previous.positions, previous.ordered_at,
-                                                 previous.order_s)
-        unordered = tuple(job for job in state.queue if job.id not in positions)
+        order, positions, ordered_at, order_s, ordered_adds = (
+            previous.order, previous.positions, previous.ordered_at, previous.order_s, previous.ordered_adds)
+        # Only what was added since the ordering can be missing from it: the newest jobs, not the whole queue.
+        since = state.queue.latest(state.queue.adds - ordered_adds)
+        unordered = tuple(job for job in reversed(since) if job.id not in positions)
     running = tuple(sorted(state.running.values(), key=lambda r: r.start_time))
     nodes = tuple({"node_id": n.id, "capacity": dict(n.capacity), "free": dict(n.free), "labels": dict(n.labels)}
                   for n in state.ledger.nodes.values())
     return Snapshot(
         time=now, ticks=ticks, waits=dict(waits), order=order, positions=positions, unordered=unordered,
-        ordered_at=ordered_at, order_s=order_s, running=running,
+        ordered_at=ordered_at, ordered_adds=ordered_adds, order_s=order_s, running=running,
         allocations={r.job.id: list(r.allocation.node_ids) for r in running}, tenants=tuple(tenants),
         nodes=nodes, build_ms=1000 * (time.perf_counter() - started))
 

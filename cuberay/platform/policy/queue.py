@@ -10,6 +10,8 @@ every job: its cost grows with the number of distinct shapes, not queue length.
 from __future__ import annotations
 
 import bisect
+import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -80,6 +82,8 @@ class JobQueue:
         self._buckets: dict[BucketKey, Bucket] = {}
         self._jobs: dict[str, tuple[JobRequest, BucketKey]] = {}
         self._seq = 0
+        self._per_tenant: Counter[str] = Counter()
+        self.adds = 0  # jobs added so far (re-queued ones too): with latest(), what came since a moment
 
     def add(self, job: JobRequest) -> None:
         if job.id in self._jobs:
@@ -94,9 +98,12 @@ class JobQueue:
             bucket = self._buckets[key] = Bucket(key, job.tenant, job.priority, band)
         bisect.insort(bucket.entries, (job.submit_time, job.seq, job.id))
         self._jobs[job.id] = (job, key)
+        self._per_tenant[job.tenant] += 1
+        self.adds += 1
 
     def remove(self, job_id: str) -> JobRequest:
         job, key = self._jobs.pop(job_id)
+        self._per_tenant[job.tenant] -= 1
         bucket = self._buckets[key]
         idx = bisect.bisect_left(bucket.entries, (job.submit_time, job.seq, job.id))
         del bucket.entries[idx]
@@ -116,6 +123,15 @@ class JobQueue:
 
     def __iter__(self) -> Iterator[JobRequest]:
         return (job for job, _ in self._jobs.values())
+
+    def count(self, tenant: str) -> int:
+        """How many of ``tenant``'s jobs wait (kept as jobs come and go: reads of it cost nothing)."""
+        return self._per_tenant[tenant]
+
+    def latest(self, n: int) -> list[JobRequest]:
+        """The ``n`` most recently added jobs still queued, newest first (dicts keep insertion order): every job
+        added since ``adds`` was ``a`` is among ``latest(adds - a)``."""
+        return [job for job, _ in itertools.islice(reversed(self._jobs.values()), n)] if n > 0 else []
 
     def buckets(self) -> list[Bucket]:
         return list(self._buckets.values())
