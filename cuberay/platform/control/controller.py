@@ -46,6 +46,7 @@ from cuberay.platform.control import convert as conv
 from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
+from cuberay.platform.control.heap import HeapKeeper
 from cuberay.platform.control.launcher import (
     STOPPED,
     SUCCEEDED,
@@ -115,6 +116,7 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
         self._lock = asyncio.Lock()         # ticks, and calls that end or change running jobs
         self._submit_lock = asyncio.Lock()  # submits: queue a job without waiting for a tick
         self._ticks = 0
+        self.heap = HeapKeeper()  # keeps the cycle collector off a deep queue (control/heap.py)
         self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
         self._apply_nodes(live_nodes(ray.nodes()), time.time(), announce=False)
         self._recover(time.time())
@@ -200,6 +202,7 @@ class Controller(Submitting, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
             self._observe()
             self._ticks += 1
             self._publish()
+            self.heap.tend(self.state.queue)
 
     def _publish(self) -> None:
         """Replace the snapshot the reads serve (see control/snapshot.py)."""

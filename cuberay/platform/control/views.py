@@ -9,6 +9,7 @@ admission state (control/snapshot.py says why).
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any
@@ -88,6 +89,7 @@ class Views:
                 "dashboard_url": self.drivers.launcher.dashboard_url, "ticks": self._ticks,
                 "snapshot": {"ticks": self.snapshot.ticks, "age_s": round(time.time() - self.snapshot.time, 3),
                              "build_ms": round(self.snapshot.build_ms, 1)},
+                "gc_frozen_objects": gc.get_freeze_count(),
                 "drivers": self.drivers.info(),
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
