@@ -134,8 +134,12 @@ class Preemption:
             if not same and (own_only or not self._borrowing(tenant, contended)):
                 continue
             must_outrank = same or not within  # a reclaim from a borrower needs no outranking
-            if must_outrank and not can_outrank:
-                continue
+            if must_outrank and (not can_outrank or (not las_first_band and prio <= self._lowest_running())):
+                continue  # (outranking without the first LAS band needs a lower priority: none runs)
+            # Another tenant's job that would take it below its guarantee now never qualifies later in this
+            # attempt either (releasing victims only lowers usage): left out here, not skipped one by one.
+            floor = () if same else self._guarantee_floor(tenant, contended)
+            one = floor[0] if len(floor) == 1 else None
             # The scheduler's widest loop (every running job of these tenants): tests inlined, cheapest first.
             for r in runs.values():
                 rj = r.job
@@ -149,6 +153,12 @@ class Preemption:
                     continue
                 total = r.allocation.total
                 if not same and not (rj.gpus > 0 if cards else any(total.get(n, 0.0) > 0 for n in contended)):
+                    continue
+                if one is not None:  # one contended resource (the cards): _above inlined
+                    amount = total.get(one[0], 0.0)
+                    if amount > 0 and one[1] - amount < one[2]:
+                        continue
+                elif floor and not _above(total, floor):
                     continue
                 out.append(r)
                 for k, n in enumerate(contended):
@@ -209,7 +219,10 @@ class Preemption:
     def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
         quota = self.s.tenants.get(tenant)
         used = self.usage.get(tenant, {})
-        return any(used.get(n, 0.0) > (quota.guaranteed.get(n, 0.0) if quota else 0.0) + EPS for n in contended)
+        for n in contended:  # once per tenant and preemption attempt: a loop, not a generator
+            if used.get(n, 0.0) > (quota.guaranteed.get(n, 0.0) if quota else 0.0) + EPS:
+                return True
+        return False
 
     def _within_guarantee(self, job: JobRequest, contended: tuple[str, ...]) -> bool:
         quota = self.s.tenants.get(job.tenant)
@@ -218,6 +231,12 @@ class Preemption:
         used = self.usage.get(job.tenant, {})
         return all(used.get(n, 0.0) + job.total.get(n, 0.0) <= quota.guaranteed.get(n, 0.0) + EPS
                    for n in contended)
+
+    def _guarantee_floor(self, tenant: str, contended: tuple[str, ...]) -> tuple[tuple[str, float, float], ...]:
+        """(resource, usage, guarantee - EPS) of ``tenant``: the terms of ``_still_at_guarantee`` for its jobs."""
+        quota = self.s.tenants.get(tenant)
+        used = self.usage.get(tenant, {})
+        return tuple((n, used.get(n, 0.0), (quota.guaranteed.get(n, 0.0) if quota else 0.0) - EPS) for n in contended)
 
     def _still_at_guarantee(self, run: RunningJob, contended: tuple[str, ...]) -> bool:
         """The victim's tenant must stay at or above its guarantee on the contended resources."""
@@ -236,6 +255,15 @@ class Preemption:
         if run.job.priority < job.priority:
             return f"preempted by higher-priority job {job.id} (priority {job.priority} > {run.job.priority})"
         return f"preempted by {job.id}, which has had less service (least-attained-service order)"
+
+
+def _above(total, floor: tuple[tuple[str, float, float], ...]) -> bool:
+    """``_still_at_guarantee`` with the tenant's terms prepared (the same comparisons)."""
+    for n, used, limit in floor:
+        amount = total.get(n, 0.0)
+        if amount > 0 and used - amount < limit:
+            return False
+    return True
 
 
 def _contended(job: JobRequest) -> tuple[str, ...]:
