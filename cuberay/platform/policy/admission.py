@@ -104,6 +104,7 @@ class _Cycle(Preemption, Resizing):
         self.failed_preemptions: set[tuple] = set()
         self._lowest: int | None = None
         self._placed: list[str] = []  # the last placement a preemption found (see _keep_needed)
+        self._held_memo: tuple[int, object, dict[str, float]] | None = None
         self.reservation = self._refresh_reservation(state.reservation)
 
     def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
@@ -191,10 +192,13 @@ class _Cycle(Preemption, Resizing):
         resume = self.s.resume_after if budget is not None else None
         last: tuple | None = None
         beyond = 0  # buckets examined past where the last cycle stopped (at least one before stopping again)
+        # Within a cycle only the tenant's share in a key can change (band and age are fixed for an entry),
+        # so a popped key is refreshed by its share alone, not recomputed.
+        shared = not self.p.fifo and self.p.fair_share
         while heap:
             key, i, b, pos = heapq.heappop(heap)
             head = b.entries[pos]
-            fresh = self.key(b, head)
+            fresh = (key[0], key[1], self._share(b.tenant), key[3], key[4]) if shared else key
             if fresh > key:  # the tenant's share grew since this entry was pushed
                 heapq.heappush(heap, (fresh, i, b, pos))
                 continue
@@ -244,7 +248,10 @@ class _Cycle(Preemption, Resizing):
         if self.p.reserve and self.reservation is None and worth_reserving(job) and self._overdue(job):
             return False  # it may be the one to take the reservation
         free = self.s.ledger.total_free
-        return all(free.get(n, 0.0) <= _EPS for n in job.total if n in CARD_RESOURCES)
+        for n in job.total:  # every bucket of a full cluster comes here: a loop, not a generator
+            if n in CARD_RESOURCES and free.get(n, 0.0) > _EPS:
+                return False
+        return True
 
     def _note_behind(self, b: Bucket, pos: int) -> None:
         if pos + 1 < len(b.entries):
@@ -296,7 +303,7 @@ class _Cycle(Preemption, Resizing):
     def _place(self, job: JobRequest, honour_reservation: bool) -> list[str] | None:
         reserved = self.reservation.nodes if (self.reservation and honour_reservation) else None
         free = self.s.ledger.total_free
-        held = held_now(self.s.ledger, reserved) if reserved else None
+        held = self._held(reserved) if reserved else None
         for name, amount in job.total.items():  # cheap whole-cluster check before scanning nodes
             if free.get(name, 0.0) - (held.get(name, 0.0) if held else 0.0) + _EPS < amount:
                 return None
@@ -306,6 +313,13 @@ class _Cycle(Preemption, Resizing):
             if found:
                 return found
         return place(nodes, job.worker, job.workers, job.placement, reserved=reserved)
+
+    def _held(self, reserved: dict[str, dict[str, float]]) -> dict[str, float]:
+        """``held_now`` of the reservation, recomputed only after the ledger changed (blocked jobs ask often)."""
+        changes, memo = self.s.ledger.changes, self._held_memo
+        if memo is None or memo[0] != changes or memo[1] is not reserved:
+            memo = self._held_memo = (changes, reserved, held_now(self.s.ledger, reserved))
+        return memo[2]
 
     def _max_allows(self, job: JobRequest, workers: int) -> bool:
         """Would ``workers`` copies of the worker keep the tenant within its max?"""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from cuberay.platform.policy.mix import WorkloadMix
-from cuberay.platform.policy.node_index import NodeIndex, bucket_key
+from cuberay.platform.policy.node_index import INDEX_MIN_NODES, NodeIndex, bucket_key
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 _EPS = 1e-9
@@ -91,7 +91,12 @@ class Ledger:
         self.total_free: dict[str, float] = {}
         self.version = 0  # bumped when the node set changes (for callers' caches)
         self.cache: dict[object, object] = {}  # facts about the node set only; cleared when it changes
-        self.index = NodeIndex()  # nodes by free capacity, so placement reads a bounded set of them
+        self._index = NodeIndex()  # nodes by free capacity, so placement reads a bounded set of them
+        # Nodes changed since the index last saw them. A small cluster's placement scans every node and never
+        # reads the index, so there it is brought up to date only when read (``index``), not per allocation.
+        self._stale: dict[str, NodeState] = {}
+        self._lazy_index = True
+        self.changes = 0  # bumped on every change to any node's free capacity (for callers' memos)
         self.mix = WorkloadMix()  # recent requests, weighed by the fragmentation-aware placement
         self.rng = random.Random(0)  # the ``random`` placement's choices, reproducible per ledger
 
@@ -108,7 +113,8 @@ class Ledger:
         self.cache.clear()
         node.labels.setdefault("ray.io/node-id", node_id)
         self.nodes[node_id] = node
-        self.index.update(node)
+        self._resized()
+        self._touched(node)
         for k, v in cap.items():
             self.total_capacity[k] = self.total_capacity.get(k, 0.0) + v
             self.total_free[k] = self.total_free.get(k, 0.0) + v
@@ -126,10 +132,35 @@ class Ledger:
             self.total_capacity[k] -= v
             self.total_free[k] -= v
         del self.nodes[node_id]
-        self.index.remove(node_id)
+        self._stale.pop(node_id, None)
+        self._index.remove(node_id)
+        self._resized()
         self.version += 1
         self.cache.clear()
         return hit
+
+    @property
+    def index(self) -> NodeIndex:
+        """The free-capacity index, up to date with every node."""
+        if self._stale:
+            for node in self._stale.values():
+                self._index.update(node)
+            self._stale.clear()
+        return self._index
+
+    def _resized(self) -> None:
+        """The node set changed: large clusters keep the index current on every change, small ones on read."""
+        lazy = len(self.nodes) < INDEX_MIN_NODES
+        if not lazy and self._lazy_index:
+            self.index  # noqa: B018 (brings the index up to date before it is kept eagerly)
+        self._lazy_index = lazy
+
+    def _touched(self, node: NodeState) -> None:
+        self.changes += 1
+        if self._lazy_index:
+            self._stale[node.id] = node
+        else:
+            self._index.update(node)
 
     def alive_nodes(self) -> list[NodeState]:
         return [n for n in self.nodes.values() if n.alive]
@@ -216,7 +247,7 @@ class Ledger:
                 self.total_free[node.card_resource] -= amount  # type: ignore[index]
             if slot.cards:
                 node.recount()
-            self.index.update(node)
+            self._touched(node)
         self.allocations[alloc.job_id] = alloc
 
     def follow_cards(self, job_id: str, cards: Sequence[Sequence[int]]) -> bool:
@@ -278,7 +309,7 @@ class Ledger:
         elif any(name in res for name in CARD_RESOURCES):
             raise _NoFit  # asks for an accelerator this node does not have
         self._sub(node, res, skip=node.card_resource)
-        self.index.update(node)
+        self._touched(node)
         return WorkerSlot(node.id, cards)
 
     def _give(self, slot: WorkerSlot, req: WorkerRequest) -> None:
@@ -293,7 +324,7 @@ class Ledger:
             self.total_free[node.card_resource] += amount  # type: ignore[index]
         if slot.cards:
             node.recount()
-        self.index.update(node)
+        self._touched(node)
 
     def check_invariants(self) -> None:
         """Raise AssertionError if any node, card or total is over-allocated (used by tests)."""

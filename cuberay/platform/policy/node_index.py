@@ -25,6 +25,9 @@ NodeState = Any  # cuberay.platform.policy.ledger.NodeState (the ledger imports 
 
 _EPS = 1e-9
 _NO_PART = -1
+# Below this many nodes placement scans every node (cheap, and keeps the exact global order, ties by node id),
+# so the ledger refreshes the index only when someone reads it instead of on every allocate and release.
+INDEX_MIN_NODES = 512
 
 
 def _cpu_q(free: float) -> int:

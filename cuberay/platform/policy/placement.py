@@ -31,12 +31,11 @@ from typing import Iterable, Mapping, Sequence
 
 from cuberay.platform.policy.frag import FragScorer, frag_memo
 from cuberay.platform.policy.ledger import FitCounter, Ledger, NodeState, workers_that_fit
+from cuberay.platform.policy.node_index import INDEX_MIN_NODES
 from cuberay.platform.spec.common import Placement  # noqa: F401 (policy code names it from here)
 from cuberay.platform.spec.resources import CPU, MEMORY, WorkerRequest
 
 LABEL_RDMA_DOMAIN = "cuberay.io/rdma-domain"
-# Below this many nodes a scan of every node is cheap and keeps the exact global order (ties by node id).
-INDEX_MIN_NODES = 512
 CANDIDATES = 32          # nodes that fit, read from the index before a policy chooses among them
 FRAG_CANDIDATES = 96     # frag scores more of them, ...
 FRAG_PER_BUCKET = 4      # ... a few of each kind of node state

@@ -123,7 +123,9 @@ class Preemption:
             return []
         if within and not can_outrank and not self._reclaimable_enough(job, contended):
             return []
-        out: list[RunningJob] = []
+        groups: dict[tuple, list[tuple[int, RunningJob]]] = {}
+        found, need = 0, job.gpus
+        single = contended[0] if len(contended) == 1 else None
         now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
         prio = job.priority
         las_first_band = self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
@@ -134,8 +136,12 @@ class Preemption:
             if not same and (own_only or not self._borrowing(tenant, contended)):
                 continue
             must_outrank = same or not within  # a reclaim from a borrower needs no outranking
-            if must_outrank and not can_outrank:
-                continue
+            if must_outrank and (not can_outrank or (not las_first_band and prio <= self._lowest_running())):
+                continue  # (outranking without the first LAS band needs a lower priority: none runs)
+            # Another tenant's job that would take it below its guarantee now never qualifies later in this
+            # attempt either (releasing victims only lowers usage): left out here, not skipped one by one.
+            floor = () if same else self._guarantee_floor(tenant, contended)
+            one = floor[0] if len(floor) == 1 else None
             # The scheduler's widest loop (every running job of these tenants): tests inlined, cheapest first.
             for r in runs.values():
                 rj = r.job
@@ -150,24 +156,34 @@ class Preemption:
                 total = r.allocation.total
                 if not same and not (rj.gpus > 0 if cards else any(total.get(n, 0.0) > 0 for n in contended)):
                     continue
-                out.append(r)
-                for k, n in enumerate(contended):
-                    freed[k] += total.get(n, 0.0)
-        if not out:
+                if one is not None:  # one contended resource (the cards): _above inlined
+                    amount = total.get(one[0], 0.0)
+                    if amount > 0 and one[1] - amount < one[2]:
+                        continue
+                elif floor and not _above(total, floor):
+                    continue
+                # Cheapest first: lowest priority, later service band, no bigger than the need (preempting a
+                # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
+                # ordered: most jobs need one or two victims, so candidates are grouped by the cheap leading
+                # keys and only the groups reached are ordered by work lost (the same order as sorting all).
+                g = rj.gpus
+                group = (rj.priority, now < r.band_flip, g - need if g > need else 0.0)
+                members = groups.get(group)
+                if members is None:
+                    members = groups[group] = []
+                members.append((found, r))
+                found += 1
+                if single is not None:
+                    freed[0] += total.get(single, 0.0)
+                else:
+                    for k, n in enumerate(contended):
+                        freed[k] += total.get(n, 0.0)
+        if not found:
             return []
         free = self.s.ledger.total_free
         for k, n in enumerate(contended):
             if free.get(n, 0.0) + freed[k] + EPS < job.total.get(n, 0.0):
                 return []
-        # Cheapest first: lowest priority, later service band, no bigger than the need (preempting a
-        # 16-GPU job to start a 1-GPU one wastes the other 15), least work lost, newest. Lazily
-        # ordered: most jobs need one or two victims, so candidates are grouped by the cheap leading
-        # keys and only the groups reached are ordered by work lost (the order is the same as sorting all).
-        need = job.gpus
-        groups: dict[tuple, list[tuple[int, RunningJob]]] = {}
-        for i, r in enumerate(out):
-            g = r.job.gpus
-            groups.setdefault((r.job.priority, now < r.band_flip, g - need if g > need else 0.0), []).append((i, r))
         most_attained = self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None
         return self._in_order(groups, most_attained)
 
@@ -177,7 +193,7 @@ class Preemption:
             if most_attained:  # LAS order: the job that has had the most service goes first
                 heap = [(-r.attained_at(now), -r.start_time, i, r) for i, r in groups[key]]
             else:
-                heap = [(r.lost_work_at(now), -r.start_time, i, r) for i, r in groups[key]]
+                heap = _by_work_lost(groups[key], now)
             heapq.heapify(heap)
             while heap:
                 yield heapq.heappop(heap)[-1]
@@ -209,7 +225,10 @@ class Preemption:
     def _borrowing(self, tenant: str, contended: tuple[str, ...]) -> bool:
         quota = self.s.tenants.get(tenant)
         used = self.usage.get(tenant, {})
-        return any(used.get(n, 0.0) > (quota.guaranteed.get(n, 0.0) if quota else 0.0) + EPS for n in contended)
+        for n in contended:  # once per tenant and preemption attempt: a loop, not a generator
+            if used.get(n, 0.0) > (quota.guaranteed.get(n, 0.0) if quota else 0.0) + EPS:
+                return True
+        return False
 
     def _within_guarantee(self, job: JobRequest, contended: tuple[str, ...]) -> bool:
         quota = self.s.tenants.get(job.tenant)
@@ -218,6 +237,12 @@ class Preemption:
         used = self.usage.get(job.tenant, {})
         return all(used.get(n, 0.0) + job.total.get(n, 0.0) <= quota.guaranteed.get(n, 0.0) + EPS
                    for n in contended)
+
+    def _guarantee_floor(self, tenant: str, contended: tuple[str, ...]) -> tuple[tuple[str, float, float], ...]:
+        """(resource, usage, guarantee - EPS) of ``tenant``: the terms of ``_still_at_guarantee`` for its jobs."""
+        quota = self.s.tenants.get(tenant)
+        used = self.usage.get(tenant, {})
+        return tuple((n, used.get(n, 0.0), (quota.guaranteed.get(n, 0.0) if quota else 0.0) - EPS) for n in contended)
 
     def _still_at_guarantee(self, run: RunningJob, contended: tuple[str, ...]) -> bool:
         """The victim's tenant must stay at or above its guarantee on the contended resources."""
@@ -236,6 +261,28 @@ class Preemption:
         if run.job.priority < job.priority:
             return f"preempted by higher-priority job {job.id} (priority {job.priority} > {run.job.priority})"
         return f"preempted by {job.id}, which has had less service (least-attained-service order)"
+
+
+def _by_work_lost(members: list[tuple[int, RunningJob]], now: float) -> list[tuple]:
+    """(``lost_work_at(now)``, -start, i, run) of each member: the same arithmetic, inlined (every candidate of
+    the group reached is keyed, thousands on a large busy cluster)."""
+    out = []
+    for i, r in members:
+        start, every = r.start_time, r.checkpoint_every_s
+        ran = max(0.0, now - max(start, r.checkpoint_time or start))
+        if every:
+            ran = min(ran, max(0.0, now - start) % every)
+        out.append((max(r.job.gpus, 1e-3) * ran, -start, i, r))
+    return out
+
+
+def _above(total, floor: tuple[tuple[str, float, float], ...]) -> bool:
+    """``_still_at_guarantee`` with the tenant's terms prepared (the same comparisons)."""
+    for n, used, limit in floor:
+        amount = total.get(n, 0.0)
+        if amount > 0 and used - amount < limit:
+            return False
+    return True
 
 
 def _contended(job: JobRequest) -> tuple[str, ...]:
