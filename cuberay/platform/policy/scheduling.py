@@ -50,7 +50,7 @@ class Policy:
     # promotion) instead of evicting borrowers; on a saturated cluster those evictions doubled the mean JCT.
     reclaim_first_band_only: bool = True
     preempt: bool = True                # higher priority (or less attained service) preempts lower
-    las_threshold_gpu_s: float | None = 7200.0  # least-attained-service bands (2 GPU-hours); None: off
+    las_threshold_gpu_s: float | None = 10800.0  # least-attained-service bands (3 GPU-hours); None: off
     min_run_before_preempt_s: float = 0.0   # priority/LAS victims must have run this long (0: LAS decides)
     las_promote: float | None = 4.0     # back to band 0 after waiting this many times its run time per card
     las_promote_max_wait_s: float | None = None  # ... or this long, whichever is shorter (None: no cap)
