@@ -12,7 +12,7 @@ from dataclasses import replace
 from cuberay.platform.policy.admission import queue_order
 from cuberay.platform.policy.reservation import waited
 from cuberay.platform.policy.scheduling import Policy
-from tests.unit.helpers import CLASSIC, admitted, cluster, cycle, job, preempted, reserves, state, submit
+from tests.unit.helpers import CLASSIC, admitted, cluster, cycle, job, preempted, quota, reserves, state, submit
 
 LAS = Policy(las_threshold_gpu_s=100.0, min_run_before_preempt_s=0.0, las_promote=4.0,
              las_promote_max_wait_s=None, las_victims_most_attained=True, reserve=False)
@@ -88,7 +88,7 @@ def test_waited_counts_all_time_queued_across_preemptions():
     assert waited(j, 400) == 250
 
 
-GUARD = replace(CLASSIC, overdue_after_s=100.0)
+GUARD = replace(CLASSIC, overdue_after_s=100.0, overdue_multi_node_only=False)  # these gangs fit one node
 
 
 def blocked_gangs(policy: Policy):
@@ -123,7 +123,8 @@ def test_without_the_wait_guard_the_oldest_submission_reserves_at_once():
 
 
 def test_an_overdue_job_is_promoted_preempts_and_is_protected_once_started():
-    st = state(cluster(nodes=1, gpus=4), policy=replace(LAS, las_promote=None, overdue_after_s=100.0))
+    st = state(cluster(nodes=1, gpus=4),
+               policy=replace(LAS, las_promote=None, overdue_after_s=100.0, overdue_multi_node_only=False))
     submit(st, job("hog", gpus=4, workers=1))
     cycle(st, 0)
     vet = job("vet", gpus=4, workers=1, t=-1000)
@@ -134,3 +135,42 @@ def test_an_overdue_job_is_promoted_preempts_and_is_protected_once_started():
     assert set(preempted(c)) == {"hog"} and [(d.job_id, d.protected) for d in c.admitted] == [("vet", True)]
     submit(st, job("fresh", gpus=4, workers=1, t=200))
     assert preempted(cycle(st, 200)) == {} and "vet" in st.running  # band 1, but protected
+
+
+def overdue_vet_preempts(policy: Policy, workers: int) -> bool:
+    """Two 2-GPU nodes held by ``hog`` (band 1); ``vet``, 2 GPUs in ``workers`` workers, band 1 and queued 100 s
+    in all, arrives. Does it preempt, protected?"""
+    st = state(cluster(nodes=2, gpus=2), policy=policy)
+    submit(st, job("hog", gpus=1, workers=4))
+    cycle(st, 0)
+    vet = job("vet", gpus=2 / workers, workers=workers, placement="strict_spread", t=-1000)
+    vet.attained_gpu_s, vet.queued_at = 2 * 1000.0, 0.0
+    submit(st, vet)
+    c = cycle(st, 100)
+    return set(preempted(c)) == {"hog"} and [(d.job_id, d.protected) for d in c.admitted] == [("vet", True)]
+
+
+def test_only_multi_node_gangs_become_overdue():
+    guard = replace(LAS, las_promote=None, overdue_after_s=100.0, overdue_multi_node_only=True)
+    assert overdue_vet_preempts(guard, workers=2)  # one worker per node: a multi-node gang
+    assert not overdue_vet_preempts(guard, workers=1)  # waited as long, but fits one node: stays band 1
+    assert overdue_vet_preempts(replace(guard, overdue_multi_node_only=False), workers=1)
+
+
+def reclaimers(policy: Policy) -> dict[str, str]:
+    """Tenant a (guarantee 4) has nothing; borrower b holds the node with a band-0 job. Who preempts it?"""
+    out = {}
+    for name, attained in (("fresh", 0.0), ("vet", 1000.0)):  # band 0, band 1 (threshold 100 GPU-s)
+        st = state(cluster(nodes=1, gpus=4), quota("a", 4), quota("b"), policy=policy)
+        submit(st, job("b1", "b", gpus=4, workers=1))
+        cycle(st, 0)
+        a = job(name, "a", gpus=4, workers=1, t=5)
+        a.attained_gpu_s = attained
+        submit(st, a)
+        out[name] = ",".join(sorted(preempted(cycle(st, 10))))  # b1 ran 40 GPU-s: band 0, no LAS victim
+    return out
+
+
+def test_under_las_only_first_band_jobs_reclaim():
+    assert reclaimers(replace(LAS, reclaim_first_band_only=True)) == {"fresh": "b1", "vet": ""}
+    assert reclaimers(replace(LAS, reclaim_first_band_only=False)) == {"fresh": "b1", "vet": "b1"}

@@ -17,7 +17,7 @@ from cuberay.platform.policy.admission import Admit, ClusterState, schedule
 from cuberay.platform.policy.fit import tenant_quotas
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
-from cuberay.platform.policy.scheduling import TenantQuota
+from cuberay.platform.policy.scheduling import Policy, TenantQuota
 from cuberay.platform.sim.cluster import load_cluster
 from cuberay.platform.sim.engine import (
     LARGE_JOB_GPUS,
@@ -87,7 +87,7 @@ def test_until_reports_the_state_at_that_time(tmp_path: Path) -> None:
 def _stream_with_big_job() -> list[TraceJob]:
     """An endless-looking stream of 1-GPU jobs (arrivals outpace the cluster) and one 64-GPU job at t=600."""
     rng = random.Random(7)
-    jobs = [TraceJob(f"small-{i:05d}", i * 5.0, float(rng.randint(100, 1000))) for i in range(2000)]
+    jobs = [TraceJob(f"small-{i:05d}", i * 5.0, float(rng.randint(100, 1000))) for i in range(5000)]
     jobs.append(TraceJob("big", 600.0, 1000.0, gpus=1.0, workers=64))
     return jobs
 
@@ -100,13 +100,15 @@ def test_a_64_gpu_job_behind_a_stream_of_1_gpu_jobs_starts_within_a_bounded_dela
     greedy = simulate(jobs, cluster, policy="fifo-backfill")
     assert ours.finished == greedy.finished == len(jobs)
     assert 1 < LARGE_JOB_GPUS <= 64  # only the big job counts as large, so max_wait_s_large is its wait
-    # Reservation bounds it by the
-    # longest small runtime plus the backlog queued ahead of it at t=600 (margin 1000 s).
-    assert ours.max_wait_s_large <= longest_small + 1000
+    # Once overdue (queued overdue_after_s), the big gang takes the reservation: its wait is bounded by that
+    # plus the longest small runtime plus the backlog queued ahead of it (margin 1000 s).
+    overdue = Policy().overdue_after_s
+    assert overdue is not None
+    assert ours.max_wait_s_large <= overdue + longest_small + 1000
     # Greedy backfill never leaves all 64 GPUs free while small jobs wait: the big job waits for the
-    # stream (2000 x 5 s = 10,000 s) to end.
-    assert greedy.max_wait_s_large >= 8000
-    assert greedy.max_wait_s_large > 5 * ours.max_wait_s_large
+    # stream (5000 x 5 s = 25,000 s) to end.
+    assert greedy.max_wait_s_large >= 23000
+    assert greedy.max_wait_s_large > ours.max_wait_s_large + 5000
 
 
 # -- preemption accounting -------------------------------------------------------------------------

@@ -13,7 +13,8 @@ times its run time per card is promoted back), then the tenant's dominant share 
 (DRF), then age. Quotas: a tenant may use idle capacity up to its ``max``; a
 tenant below its guarantee reclaims by preempting borrowers (lowest priority,
 later band, no bigger than needed, least work lost, newest first), never taking
-a borrower below its own guarantee. Starvation: a job queued ``overdue_after_s``
+a borrower below its own guarantee (under LAS, only first-band jobs reclaim). Starvation: a
+multi-node gang (any job, without ``overdue_multi_node_only``) queued ``overdue_after_s``
 in all is overdue: promoted, and once started never an LAS victim; the overdue
 gang that waited longest (with no such limit: the oldest blocked gang) holds a
 reservation that claims free capacity as it frees; backfilled jobs may not use
@@ -46,7 +47,7 @@ from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.preemption import EPS as _EPS
 from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
-from cuberay.platform.policy.reservation import claim, held_now, waited, worth_reserving
+from cuberay.platform.policy.reservation import claim, held_now, spans_nodes, waited, worth_reserving
 from cuberay.platform.policy.resize import Resizing
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources
 
@@ -376,9 +377,12 @@ class _Cycle(Preemption, Resizing):
 
 
     def _overdue(self, job: JobRequest) -> bool:
-        """Queued ``overdue_after_s`` in all (across preemptions); without that limit every job may reserve."""
+        """Queued ``overdue_after_s`` in all (across preemptions), and a multi-node gang unless
+        ``overdue_multi_node_only`` is off; without that limit every job may reserve."""
         limit = self.p.overdue_after_s
-        return limit is None or waited(job, self.now) >= limit
+        if limit is None:
+            return True
+        return waited(job, self.now) >= limit and (not self.p.overdue_multi_node_only or spans_nodes(self.s.ledger, job))
 
     def _reserve_order(self, job: JobRequest) -> tuple:
         if self.p.overdue_after_s is None:

@@ -6,7 +6,8 @@ tentative release is undone when the preemption does not pay off.
 
 Two reasons let a job displace others: *reclaim* (its tenant is below its
 guarantee and takes capacity back from tenants borrowing above theirs, never
-taking a borrower below its own guarantee) and *outranking* (higher priority,
+taking a borrower below its own guarantee; under LAS with ``reclaim_first_band_only``, only
+a first-band job reclaims) and *outranking* (higher priority,
 or an earlier least-attained-service band, after the victim ran at least
 ``min_run_before_preempt_s``). Victims are ordered lowest priority, later
 band, no bigger than needed, then least work lost, newest (or, under LAS with
@@ -117,6 +118,11 @@ class Preemption:
     def _victims(self, job: JobRequest, contended: tuple[str, ...], own_only: bool = False) -> Iterable[RunningJob]:
         """Running jobs this job may preempt, cheapest to lose first; [] when they cannot free enough."""
         within = self.p.reclaim and not own_only and self._within_guarantee(job, contended)
+        if within and self.p.reclaim_first_band_only and self.p.las_threshold_gpu_s is not None \
+                and self.band(job) != 0:
+            # A long job waiting for its tenant's guarantee evicts no borrower: it waits for capacity to
+            # free (or for promotion back to band 0); the tenant's new, short jobs still reclaim at once.
+            within = False
         can_outrank = self.p.preempt and ((self.p.las_threshold_gpu_s is not None and self.p.las_preempt)
                                           or job.priority > self._lowest_running())
         if not within and not can_outrank:

@@ -39,6 +39,22 @@ def worth_reserving(job: JobRequest) -> bool:
     return job.workers > 1 or job.gpus > 1 or bool(job.max_workers and job.max_workers > 1)
 
 
+def spans_nodes(ledger: Ledger, job: JobRequest) -> bool:
+    """Whether the gang needs more than one node: no node, even empty, could host all its workers (cached)."""
+    key = ("spans", job.shape)
+    hit = ledger.cache.get(key)
+    if hit is None:
+        policy = job.placement.resolve(job.worker)
+        if policy is Placement.STRICT_SPREAD:
+            hit = job.workers > 1
+        elif policy is Placement.STRICT_PACK:
+            hit = False
+        else:
+            hit = job.workers > max((k for _, _, k in hosts(ledger, job.worker)), default=0)
+        ledger.cache[key] = hit
+    return bool(hit)
+
+
 def waited(job: JobRequest, now: float) -> float:
     """Seconds ``job`` has spent queued since submission, across preemptions.
 

@@ -46,16 +46,24 @@ class Policy:
     backfill: bool = True               # later jobs may start when the head is blocked
     reserve: bool = True                # hold capacity for the first blocked job (no starvation)
     reclaim: bool = True                # a tenant under its guarantee preempts borrowers
+    # Under LAS, only band-0 jobs reclaim: a long job of a tenant below its guarantee waits for capacity (or
+    # promotion) instead of evicting borrowers; on a saturated cluster those evictions doubled the mean JCT.
+    reclaim_first_band_only: bool = True
     preempt: bool = True                # higher priority (or less attained service) preempts lower
-    las_threshold_gpu_s: float | None = 3600.0  # least-attained-service bands (1 GPU-hour); None: off
-    min_run_before_preempt_s: float = 1800.0   # priority/LAS victims must have run this long (1 checkpoint)
-    las_promote: float | None = 1.0     # back to band 0 after waiting this many times its run time per card
-    las_promote_max_wait_s: float | None = 6 * 3600.0  # ... or this long, whichever is shorter (None: no cap)
-    las_victims_most_attained: bool = False  # LAS victims: most attained service first (else least work lost)
+    las_threshold_gpu_s: float | None = 10800.0  # least-attained-service bands (3 GPU-hours); None: off
+    min_run_before_preempt_s: float = 0.0   # priority/LAS victims must have run this long (0: LAS decides)
+    las_promote: float | None = 4.0     # back to band 0 after waiting this many times its run time per card
+    las_promote_max_wait_s: float | None = None  # ... or this long, whichever is shorter (None: no cap)
+    las_victims_most_attained: bool = True  # LAS victims: most attained service first (else least work lost)
     # Starvation guard: a job queued this long in all (across preemptions) is overdue: back in band 0, never an
     # LAS victim once started, and only overdue gangs take the reservation. None: no overdue rule, and the
     # oldest blocked gang takes the reservation at once.
-    overdue_after_s: float | None = None
+    overdue_after_s: float | None = 4 * 3600.0
+    # ... counted only for gangs that need more than one node (True), or for every job (False). Multi-node gangs
+    # are the ones LAS preemption and backfill starve (demoted after minutes, preempted by every short job, and
+    # they need many cards free at once); protecting every long-waiting job instead fills a busy cluster with
+    # unpreemptible long jobs.
+    overdue_multi_node_only: bool = True
     las_preempt: bool = True            # band-0 jobs may preempt band-1 jobs (else bands only order the queue)
     max_preemptions_per_cycle: int = 1
     scan_limit: int | None = None       # most buckets examined per cycle (None: all)

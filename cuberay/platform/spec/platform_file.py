@@ -151,7 +151,7 @@ class SchedulerSettings(SpecModel):
     backfill: bool = Field(True, description="EASY backfill: small jobs may jump a blocked one without delaying it.")
     reclaim: bool = Field(True, description="A tenant under its guarantee takes capacity back from borrowers.")
     preemption: bool = Field(True, description="Higher-priority jobs may preempt lower ones of the same tenant.")
-    las_threshold_gpu_hours: float | None = Field(1.0, gt=0, description="Least-attained-service: jobs that used "
+    las_threshold_gpu_hours: float | None = Field(3.0, gt=0, description="Least-attained-service: jobs that used "
                                                   "more GPU-hours than this drop behind newer ones and may be "
                                                   "preempted by them (Tiresias-style); null = off.")
     max_drivers: int = Field(16, ge=1, description="Most job drivers running at once: Ray Jobs and small jobs' "
