@@ -32,9 +32,10 @@ demo: venv
 # The integration tier runs its test files on INTEGRATION_WORKERS processes, each with a local Ray
 # cluster of its own (pytest-xdist; a file stays on one worker, so its module fixtures are shared):
 # most of its time is spent waiting on Ray, so two workers finish it in about two thirds of the time
-# on 2 cores. INTEGRATION_WORKERS=0 runs it in this process, one cluster for the whole tier.
+# on 2 cores, but under load two timing-sensitive tests missed their deadlines, so the default is
+# INTEGRATION_WORKERS=0: the tier in this process, one cluster for the whole tier.
 TIERS := e2e unit integration
-INTEGRATION_WORKERS ?= 2
+INTEGRATION_WORKERS ?= 0
 XDIST_integration := $(if $(filter 0,$(INTEGRATION_WORKERS)),,-n $(INTEGRATION_WORKERS) --dist loadfile)
 
 test: venv
