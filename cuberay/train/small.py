@@ -10,7 +10,6 @@ its own, its output appended to the job's log file.
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import os
 import socket
@@ -28,7 +27,6 @@ from cuberay.train.gang import CommandProcess
 EXIT_TIMEOUT = 124
 POLL_S = 0.05  # output is relayed and a cancel is seen within this long
 LOST_AFTER_S = 10.0  # a run asked about but unknown this long was lost (the runner restarted)
-RECENT_ENDS = 10_000  # how many of the latest ends a waiting poll can be told of at once
 KEPT_ENDS = 100_000  # ends kept after they are reported: a controller that died before storing one asks again
 
 
@@ -82,8 +80,7 @@ class SmallRunner:
         self.unknown: dict[str, float] = {}  # asked-about submission id this runner does not have -> since when
         self._changed = asyncio.Event()
         self._watchers: set[asyncio.Task] = set()
-        self._ended_total = 0  # ends so far, and the latest of them: what ended while a poll waited
-        self._recent: collections.deque[str] = collections.deque(maxlen=RECENT_ENDS)
+        self._ended_total = 0  # ends so far: with ``ends`` (in end order), what ended while a poll waited
 
     async def start(self, sid: str, options: dict[str, Any], node_id: str, args: tuple) -> None:
         """Submit one attempt's task (idempotent: a resent start of a known run does nothing)."""
@@ -118,7 +115,6 @@ class SmallRunner:
         while len(self.ends) > KEPT_ENDS:  # oldest first (dicts keep insertion order)
             del self.ends[next(iter(self.ends))]
         self._ended_total += 1
-        self._recent.append(sid)
         self._changed.set()
 
     async def stop(self, sid: str) -> None:
@@ -139,9 +135,9 @@ class SmallRunner:
             out = {sid: self.ends[sid] for sid in known if sid in self.ends}
             # Ends that came while this call waited are answered too, known or not: a run started after the
             # caller made its list (while longer runs hold the poll open) would otherwise wait out the poll.
-            fresh = min(self._ended_total - first, len(self._recent))
-            out.update((sid, self.ends[sid]) for sid in itertools.islice(reversed(self._recent), fresh)
-                       if sid in self.ends)
+            # Each run ends once, so the newest keys of ``ends`` are the latest ends.
+            fresh = min(self._ended_total - first, len(self.ends))
+            out.update((sid, self.ends[sid]) for sid in itertools.islice(reversed(self.ends), fresh))
             now = time.monotonic()
             for sid in known:  # unknown for a while (not just a start still on its way): lost with a restart
                 if sid not in self.runs and sid not in out and now - self.unknown.setdefault(sid, now) > LOST_AFTER_S:
