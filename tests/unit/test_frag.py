@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cuberay.platform.policy.placement as placement_mod
-from cuberay.platform.policy.frag import FragScorer, fragmentation
+from cuberay.platform.policy.frag import FragScorer, fragmentation, unfilled
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.mix import TaskClass, WorkloadMix
 from cuberay.platform.policy.placement import Placement, place
@@ -36,6 +36,24 @@ def test_fragmentation_counts_what_each_kind_of_task_cannot_use():
     mix = [TaskClass(0.25, GPU, 0.5, 0, 0), TaskClass(0.75, GPU, 1.0, 0, 0)]
     assert fragmentation([0.3, 0.5, 1.0], 8, 0, GPU, mix) == pytest.approx(0.25 * 0.3 + 0.75 * 0.8)
     assert fragmentation([], 8, 0, None, mix) == 0.0
+
+
+def test_unfilled_counts_what_copies_of_each_kind_of_task_leave_unused():
+    one_card_8cpu = TaskClass(1.0, GPU, 1.0, 8.0, 0.0)
+    # Eight free cards and 40 CPUs hold five such tasks: three cards are lost to them ...
+    assert unfilled([1.0] * 8, 40, 0, GPU, [one_card_8cpu]) == pytest.approx(3.0)
+    # ... which the one-task measure does not see yet (one more task still fits).
+    assert fragmentation([1.0] * 8, 40, 0, GPU, [one_card_8cpu]) == 0.0
+    assert unfilled([1.0] * 8, 64, 0, GPU, [one_card_8cpu]) == 0.0
+    # Shares: a 0.3 task fits three times on a free card (0.1 left) and not on a 0.2 remainder.
+    third = TaskClass(1.0, GPU, 0.3, 0.0, 0.0)
+    assert unfilled([1.0, 0.2], 64, 0, GPU, [third]) == pytest.approx(0.3)
+    # Memory bounds the copies too; tasks of another card use none of it; weighted by the mix.
+    big_memory = TaskClass(0.5, GPU, 1.0, 0.0, 100.0)
+    assert unfilled([1.0, 1.0], 64, 150, GPU, [big_memory]) == pytest.approx(0.5 * 1.0)
+    other = TaskClass(0.5, "accelerator_type:H100", 1.0, 0.0, 0.0)
+    assert unfilled([1.0, 1.0], 64, 150, GPU, [big_memory, other]) == pytest.approx(0.5 + 0.5 * 2.0)
+    assert unfilled([], 8, 0, None, [third]) == 0.0
 
 
 def test_the_mix_follows_recent_requests_in_a_sliding_window():
@@ -100,6 +118,22 @@ def test_auto_keeps_cpu_only_gangs_off_gpu_nodes_while_cpu_nodes_hold_them():
     assert "g0" in place(ledger, worker(gpus=None, cpus=4), 3, "spread")
 
 
+def test_frag_sends_a_cpu_heavy_share_where_cpus_are_to_spare(monkeypatch: pytest.MonkeyPatch):
+    ledger = Ledger()
+    add(ledger, "lean", gpus=4, cpus=32)   # 8 CPUs a card: exactly what the one-card tasks take
+    add(ledger, "roomy", gpus=4, cpus=64)  # 16 CPUs a card
+    for _ in range(10):
+        ledger.mix.observe(worker(gpus=1, cpus=8))
+    share = worker(gpus=0.5, cpus=12)
+    # On "lean" the share's 12 CPUs leave 20: two of its three whole cards for one-card tasks, one stranded.
+    assert place(ledger, share, 1, "frag") == ["roomy"]
+    # One task ahead both nodes still take a one-card task; the fuller node wins the tie, as with best-fit.
+    assert place(ledger, share, 1, "best_fit") == ["lean"]
+    monkeypatch.setattr("cuberay.platform.policy.frag.UNFILLED_WEIGHT", 0.0)
+    placement_mod.frag_memo(ledger.cache, ledger.mix).clear()
+    assert place(ledger, share, 1, "frag") == ["lean"]
+
+
 def test_frag_keeps_a_gang_on_one_node_when_one_holds_it():
     ledger = Ledger()
     for name in ("a", "b", "c"):
@@ -137,8 +171,8 @@ def test_frag_allocates_more_of_a_shared_cluster_than_best_fit_and_pack(monkeypa
     best_fit = sum(_allocated("best_fit", s) for s in SEEDS) / len(SEEDS)
     pack = sum(_allocated("pack", s) for s in SEEDS) / len(SEEDS)
     assert frag >= best_fit + 0.02 and frag >= pack + 0.02, (frag, best_fit, pack)
-    # The gain is the measure's: with every fragmentation 0, only frag's tie-breaks and CPU rule are left.
-    monkeypatch.setattr("cuberay.platform.policy.frag.fragmentation", lambda *args: 0.0)
+    # The gain is the measure's: with every node scored 0, only frag's tie-breaks and CPU rule are left.
+    monkeypatch.setattr("cuberay.platform.policy.frag.node_loss", lambda *args: 0.0)
     blind = sum(_allocated("frag", s) for s in SEEDS) / len(SEEDS)
     assert frag >= blind + 0.01, (frag, blind)
 
@@ -204,14 +238,23 @@ def test_the_index_reads_a_bounded_number_of_nodes(indexed, monkeypatch: pytest.
         assert calls <= 200, (policy, calls)
 
 
-def test_scorer_is_memoised_per_node_state():
+def test_scorer_is_memoised_per_node_state(monkeypatch: pytest.MonkeyPatch):
+    import cuberay.platform.policy.frag as frag_mod
+
+    calls = []
+    real = frag_mod.node_loss
+    monkeypatch.setattr(frag_mod, "node_loss", lambda *args: calls.append(args) or real(*args))
     ledger = Ledger()
     for i in range(3):
         add(ledger, f"n{i}", gpus=8, cpus=64)
+    ledger.mix.observe(worker(gpus=0.5))
     memo: dict = {}
     scorer = FragScorer(worker(gpus=0.5), ledger.mix, memo)
     first = [scorer.delta(n) for n in ledger.nodes.values()]
-    assert len(memo) == 1 and len(set(first)) == 1  # three identical nodes, one computation
+    assert len(calls) == 2 and len(set(first)) == 1  # three identical nodes: one state before, one after
+    # Another request reads the same node state's loss before placing from the memo.
+    FragScorer(worker(gpus=1), ledger.mix, memo).delta(ledger.nodes["n0"])
+    assert len(calls) == 3
 
 
 # -- the cards Ray picked ----------------------------------------------------------------
