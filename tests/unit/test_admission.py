@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from cuberay.platform.policy.admission import ClusterState, queue_order, schedule
+from cuberay.platform.policy.admission import ClusterState, schedule
+from cuberay.platform.policy.order import queue_order
 from cuberay.platform.policy.scheduling import POLICIES, Policy, TenantQuota
 from cuberay.platform.spec.resources import CPU, GPU, LABEL_ACCELERATOR, Resources
 from tests.unit.helpers import (

@@ -118,10 +118,10 @@ def _queue_order_by_every_key(st, now):
     """The reference: every bucket head in one heap, re-keyed lazily as tenant shares grow."""
     import heapq
 
-    from cuberay.platform.policy.admission import _Cycle
+    from cuberay.platform.policy.admission import AdmissionCycle
     from cuberay.platform.policy.cluster_state import add_amounts
 
-    cycle = _Cycle(st, now)
+    cycle = AdmissionCycle(st, now)
     heap = [(cycle.key(b, b.entries[0]), i, b, 0) for i, b in enumerate(st.queue.buckets())]
     heapq.heapify(heap)
     out = []
@@ -143,7 +143,7 @@ def _queue_order_by_every_key(st, now):
 def test_queue_order_per_tenant_heaps_give_the_order_of_every_key():
     import random
 
-    from cuberay.platform.policy.admission import queue_order
+    from cuberay.platform.policy.order import queue_order
     from cuberay.platform.spec.resources import GPU, Resources
 
     rng = random.Random(7)

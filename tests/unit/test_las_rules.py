@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cuberay.platform.policy.admission import queue_order
+from cuberay.platform.policy.order import queue_order
 from cuberay.platform.policy.reservation import waited
 from cuberay.platform.policy.scheduling import Policy
 from tests.unit.helpers import CLASSIC, admitted, cluster, cycle, job, preempted, quota, reserves, state, submit

@@ -27,7 +27,8 @@ from typing import Any, Mapping
 from cuberay.platform.control.convert import short
 from cuberay.platform.control.records import QueueEntry, TenantUsage
 from cuberay.platform.control.store import JobRecord
-from cuberay.platform.policy.admission import ClusterState, RunningJob, queue_order
+from cuberay.platform.policy.admission import ClusterState, RunningJob
+from cuberay.platform.policy.order import queue_order
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.states import JobState
 

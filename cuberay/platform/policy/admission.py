@@ -47,7 +47,7 @@ from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.preemption import EPS as _EPS
 from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
-from cuberay.platform.policy.reservation import claim, held_now, spans_nodes, waited, worth_reserving
+from cuberay.platform.policy.reservation import Reserving, claim, held_now, worth_reserving
 from cuberay.platform.policy.resize import Resizing
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources
 
@@ -79,7 +79,7 @@ class _Checkout:
                 self.ledger.restore(arg)  # type: ignore[arg-type]
 
 
-class _Cycle(Preemption, Resizing):
+class AdmissionCycle(Preemption, Resizing, Reserving):
     """One admission pass. Kept as an object so each step is a short method."""
 
     def __init__(self, state: ClusterState, now: float, explain: bool = True,
@@ -107,19 +107,6 @@ class _Cycle(Preemption, Resizing):
         self._placed: list[str] = []  # the last placement a preemption found (see _keep_needed)
         self._held_memo: tuple[int, object, dict[str, float]] | None = None
         self.reservation = self._refresh_reservation(state.reservation)
-
-    def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
-        """Keep the holder; re-claim the capacity that is free now (see ``_reservation_nodes``)."""
-        holder = self.s.queue.get(res.job_id) if res and res.job_id else None
-        if holder is None:
-            if res is not None:
-                self.decisions.append(Reserve(None))
-            return None
-        nodes = claim(self.s.ledger, holder)
-        if nodes != res.nodes:
-            res = Reserve(holder.id, nodes, self.now)
-            self.decisions.append(res)
-        return res
 
     # ordering
     def key(self, b: Bucket, head: tuple[float, int, str]) -> tuple:
@@ -352,69 +339,6 @@ class _Cycle(Preemption, Resizing):
             msg += f"; capacity is held for {self.reservation.job_id}"
         return msg
 
-    # reservation (backfill without runtime estimates: hold capacity for one blocked job)
-    def _reserve_for_oldest(self) -> None:
-        """Give the reservation to the oldest waiting job of the highest priority, if it cannot start now.
-
-        Queue order (service band, tenant share) decides who backfills; the
-        reservation goes by age, so whatever the order favours, the job that has
-        waited longest is always accumulating capacity and cannot starve. It is
-        sticky until the holder starts or leaves the queue.
-        """
-        queue = self.s.queue
-        if self.p.overdue_after_s is None:
-            heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
-                     if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
-            if not heads:
-                return
-            job = queue.get(min(heads)[3])
-        else:
-            job = self._most_overdue()
-        if job is None or self._over_max(job) or self._place(job, honour_reservation=False):
-            return
-        self.reservation = Reserve(job.id, claim(self.s.ledger, job), self.now)
-        self.decisions.append(self.reservation)
-
-
-    def _overdue(self, job: JobRequest) -> bool:
-        """Queued ``overdue_after_s`` in all (across preemptions), and a multi-node gang unless
-        ``overdue_multi_node_only`` is off; without that limit every job may reserve."""
-        limit = self.p.overdue_after_s
-        if limit is None:
-            return True
-        return waited(job, self.now) >= limit and (not self.p.overdue_multi_node_only or spans_nodes(self.s.ledger, job))
-
-    def _reserve_order(self, job: JobRequest) -> tuple:
-        if self.p.overdue_after_s is None:
-            return (-job.priority, job.submit_time, job.seq)
-        return (-job.priority, -waited(job, self.now), job.seq)
-
-    def _most_overdue(self) -> JobRequest | None:
-        """The gang of the highest priority that has waited longest in all, if past ``overdue_after_s``.
-
-        Only jobs submitted at least that long ago can qualify, and bucket entries
-        are in submission order, so each bucket is read only as far as those.
-        """
-        limit = self.p.overdue_after_s
-        assert limit is not None
-        cutoff = self.now - limit
-        best: tuple | None = None
-        found: JobRequest | None = None
-        queue = self.s.queue
-        for b in queue.buckets():
-            if b.entries[0][0] > cutoff or not worth_reserving(queue.get(b.entries[0][2])):  # type: ignore[arg-type]
-                continue  # one gang shape per bucket: a 1-card single worker never reserves
-            for submit, _, job_id in b.entries:
-                if submit > cutoff:
-                    break
-                job = queue.get(job_id)
-                if job is None or not self._overdue(job):
-                    continue
-                key = self._reserve_order(job)
-                if best is None or key < best:
-                    best, found = key, job
-        return found
-
 
 def schedule(state: ClusterState, now: float, *, explain: bool = True,
              clock: Callable[[], float] = time.perf_counter) -> Cycle:
@@ -424,56 +348,10 @@ def schedule(state: ClusterState, now: float, *, explain: bool = True,
     With ``explain`` off, waiting jobs get a short fixed reason (the simulator does not read them).
     ``clock`` times the budget.
     """
-    cycle = _Cycle(state, now, explain, clock)
+    cycle = AdmissionCycle(state, now, explain, clock)
     out = cycle.run()
     if out.complete and state.policy.cycle_budget_s is not None:
         state.resume_after = None
-    return out
-
-
-def queue_order(state: ClusterState, now: float = 0.0) -> list[JobRequest]:
-    """Every queued job in the order a cycle at ``now`` would consider them if each one started.
-
-    Like the cycle, a tenant's share grows with each of its jobs taken, so
-    tenants interleave (``cuberay queue`` shows the positions from this).
-
-    The order key is (priority, band, tenant share, age); the share is the same for every bucket of one
-    tenant, so each tenant's buckets wait in a heap of their own keyed without it, and the tenants in a
-    heap keyed by their first job's full key. Taking a job changes only its own tenant's share, whose
-    entry is the one just taken: no key ever goes stale, and each job costs a few heap steps however
-    many buckets there are (the result is the same as ordering every job by its key as the shares grow).
-    """
-    cycle = _Cycle(state, now)
-    fifo = cycle.p.fifo
-
-    def within(b: Bucket, pos: int) -> tuple:
-        key = cycle.key(b, b.entries[pos])
-        return key if fifo else (key[0], key[1], key[3], key[4])  # the key without the tenant's share
-
-    per: dict[str, list[tuple[tuple, int, Bucket, int]]] = {}
-    for i, b in enumerate(state.queue.buckets()):
-        per.setdefault(b.tenant, []).append((within(b, 0), i, b, 0))
-    tenants: list[tuple[tuple, str]] = []
-    for tenant, heap in per.items():
-        heapq.heapify(heap)
-        _, _, b, pos = heap[0]
-        tenants.append((cycle.key(b, b.entries[pos]), tenant))
-    heapq.heapify(tenants)
-    out: list[JobRequest] = []
-    while tenants:
-        _, tenant = heapq.heappop(tenants)
-        heap = per[tenant]
-        _, i, b, pos = heapq.heappop(heap)
-        job = state.queue.get(b.entries[pos][2])
-        assert job is not None
-        out.append(job)
-        add_amounts(cycle.usage.setdefault(job.tenant, {}), job.total, 1.0)
-        cycle._shares.pop(job.tenant, None)
-        if pos + 1 < len(b.entries):
-            heapq.heappush(heap, (within(b, pos + 1), i, b, pos + 1))
-        if heap:
-            _, _, b, pos = heap[0]
-            heapq.heappush(tenants, (cycle.key(b, b.entries[pos]), tenant))
     return out
 
 
@@ -488,4 +366,4 @@ def _sum(vectors: Iterable[Resources]) -> Resources:
 
 
 __all__ = ["Admit", "Preempt", "Reserve", "Resize", "Reject", "Cycle", "Decision", "RunningJob", "ClusterState", "schedule",
-           "queue_order"]
+           "AdmissionCycle"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 from typing import Mapping
 
+from cuberay.platform.policy.decisions import Reserve
 from cuberay.platform.policy.ledger import FitCounter, Ledger, NodeState
 from cuberay.platform.policy.placement import Placement, score_key
 from cuberay.platform.policy.queue import JobRequest
@@ -114,3 +115,84 @@ def held_now(ledger: Ledger, reserved: Mapping[str, Mapping[str, float]]) -> dic
         for k, v in amounts.items():
             out[k] = out.get(k, 0.0) + min(v, max(node.free.get(k, 0.0), 0.0))
     return out
+
+
+class Reserving:
+    """The reservation half of the admission cycle; the cycle supplies state, placement and decisions."""
+
+    # The cycle provides: s (ClusterState), p (Policy), now, decisions, reservation, and _place/_over_max.
+
+    def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
+        """Keep the holder; re-claim the capacity that is free now (see ``_reservation_nodes``)."""
+        holder = self.s.queue.get(res.job_id) if res and res.job_id else None
+        if holder is None:
+            if res is not None:
+                self.decisions.append(Reserve(None))
+            return None
+        nodes = claim(self.s.ledger, holder)
+        if nodes != res.nodes:
+            res = Reserve(holder.id, nodes, self.now)
+            self.decisions.append(res)
+        return res
+
+    def _reserve_for_oldest(self) -> None:
+        """Give the reservation to the oldest waiting job of the highest priority, if it cannot start now.
+
+        Queue order (service band, tenant share) decides who backfills; the
+        reservation goes by age, so whatever the order favours, the job that has
+        waited longest is always accumulating capacity and cannot starve. It is
+        sticky until the holder starts or leaves the queue.
+        """
+        queue = self.s.queue
+        if self.p.overdue_after_s is None:
+            heads = [(-b.priority, b.entries[0][0], b.entries[0][1], b.entries[0][2]) for b in queue.buckets()
+                     if worth_reserving(queue.get(b.entries[0][2]))]  # type: ignore[arg-type]
+            if not heads:
+                return
+            job = queue.get(min(heads)[3])
+        else:
+            job = self._most_overdue()
+        if job is None or self._over_max(job) or self._place(job, honour_reservation=False):
+            return
+        self.reservation = Reserve(job.id, claim(self.s.ledger, job), self.now)
+        self.decisions.append(self.reservation)
+
+
+    def _overdue(self, job: JobRequest) -> bool:
+        """Queued ``overdue_after_s`` in all (across preemptions), and a multi-node gang unless
+        ``overdue_multi_node_only`` is off; without that limit every job may reserve."""
+        limit = self.p.overdue_after_s
+        if limit is None:
+            return True
+        return waited(job, self.now) >= limit and (not self.p.overdue_multi_node_only or spans_nodes(self.s.ledger, job))
+
+    def _reserve_order(self, job: JobRequest) -> tuple:
+        if self.p.overdue_after_s is None:
+            return (-job.priority, job.submit_time, job.seq)
+        return (-job.priority, -waited(job, self.now), job.seq)
+
+    def _most_overdue(self) -> JobRequest | None:
+        """The gang of the highest priority that has waited longest in all, if past ``overdue_after_s``.
+
+        Only jobs submitted at least that long ago can qualify, and bucket entries
+        are in submission order, so each bucket is read only as far as those.
+        """
+        limit = self.p.overdue_after_s
+        assert limit is not None
+        cutoff = self.now - limit
+        best: tuple | None = None
+        found: JobRequest | None = None
+        queue = self.s.queue
+        for b in queue.buckets():
+            if b.entries[0][0] > cutoff or not worth_reserving(queue.get(b.entries[0][2])):  # type: ignore[arg-type]
+                continue  # one gang shape per bucket: a 1-card single worker never reserves
+            for submit, _, job_id in b.entries:
+                if submit > cutoff:
+                    break
+                job = queue.get(job_id)
+                if job is None or not self._overdue(job):
+                    continue
+                key = self._reserve_order(job)
+                if best is None or key < best:
+                    best, found = key, job
+        return found
