@@ -15,7 +15,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform.control import pipeline_store  # noqa: F401 - its tables are on the store's metadata
-from cuberay.platform.control import store as store_mod
+from cuberay.platform.control import tables as tables_mod
 from cuberay.platform.control.store import (
     SCHEMA_VERSION,
     AmbiguousJobError,
@@ -40,7 +40,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     assert EXTERNAL_URL
     yield EXTERNAL_URL
     with Store(EXTERNAL_URL) as s:  # leave the scratch database empty for the next test
-        store_mod._Base.metadata.drop_all(s._engine)
+        tables_mod.Base.metadata.drop_all(s._engine)
         with s._engine.begin() as conn:
             conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
 
@@ -260,13 +260,13 @@ def test_in_memory_sqlite_shares_one_database_across_calls() -> None:
 @pytest.mark.parametrize("dialect", [postgresql.dialect(), mysql.dialect()], ids=["postgresql", "mysql"])
 def test_schema_compiles_for_other_databases(dialect: Any) -> None:
     """No SQLite-only DDL: every table and index compiles for PostgreSQL and MySQL."""
-    for table in store_mod._Base.metadata.sorted_tables:
+    for table in tables_mod.Base.metadata.sorted_tables:
         ddl = str(CreateTable(table).compile(dialect=dialect))
         assert table.name in ddl
         for index in table.indexes:
             str(CreateIndex(index).compile(dialect=dialect))
     assert {"schema_version", "tenants", "jobs", "events", "serve_changes", "usage_samples", "pipelines",
-            "pipeline_runs", "pipeline_steps"} == set(store_mod._Base.metadata.tables)
+            "pipeline_runs", "pipeline_steps"} == set(tables_mod.Base.metadata.tables)
 
 
 def test_unusable_database_urls_say_how_to_write_one() -> None:

@@ -13,6 +13,7 @@ from sqlalchemy import MetaData
 
 from cuberay.platform.control import schema
 from cuberay.platform.control import store as store_mod
+from cuberay.platform.control import tables as tables_mod
 from cuberay.platform.control.store import JobRecord, SchemaVersionError, Store
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
@@ -34,7 +35,7 @@ def schema_diff(url: str) -> list:
     """Differences between the migrated database and the store's models (its own tables: another module's tables
     on the same metadata are compared by that module's revision tests)."""
     ours = MetaData()
-    for table in store_mod._Base.metadata.sorted_tables:
+    for table in tables_mod.Base.metadata.sorted_tables:
         if table.name in STORE_TABLES:
             table.to_metadata(ours)
     with Store(url) as s, s._engine.connect() as conn:

@@ -18,10 +18,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cuberay.errors import NotFoundError
-from cuberay.platform.control.store import Store, _Base
+from cuberay.platform.control.store import Store
+from cuberay.platform.control.tables import ID_LEN, NAME_LEN, Base
 from cuberay.platform.policy.pipelines import RunState, StepState
 
-_NAME, _ID = 253, 255
+_NAME, _ID = NAME_LEN, ID_LEN
 
 
 class PipelineRecord(BaseModel):
@@ -74,7 +75,7 @@ class StepRecord(BaseModel):
     nodes: list[str] = Field(default_factory=list, description="Nodes the current attempt ran on.")
 
 
-class _PipelineRow(_Base):
+class _PipelineRow(Base):
     __tablename__ = "pipelines"
 
     tenant: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
@@ -86,7 +87,7 @@ class _PipelineRow(_Base):
     last_tick: Mapped[float | None] = mapped_column(Double)
 
 
-class _RunRow(_Base):
+class _RunRow(Base):
     __tablename__ = "pipeline_runs"
     __table_args__ = (UniqueConstraint("tenant", "pipeline", "tick", name="uq_pipeline_runs_tick"),
                       Index("ix_pipeline_runs_pipeline", "tenant", "pipeline"))
@@ -109,7 +110,7 @@ class _RunRow(_Base):
     message: Mapped[str] = mapped_column(Text)
 
 
-class _StepRow(_Base):
+class _StepRow(Base):
     __tablename__ = "pipeline_steps"
 
     run_id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
@@ -141,7 +142,7 @@ class PipelineStore:
 
     def __init__(self, store: Store) -> None:
         self._sessions = store._sessions  # one engine per database; the tables live on the store's metadata
-        _Base.metadata.create_all(store._engine, tables=[_PipelineRow.__table__, _RunRow.__table__,
+        Base.metadata.create_all(store._engine, tables=[_PipelineRow.__table__, _RunRow.__table__,
                                                          _StepRow.__table__])
 
     # ------------------------------------------------------------ pipelines

@@ -15,12 +15,6 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import (
-    JSON,
-    Double,
-    Index,
-    Integer,
-    String,
-    Text,
     create_engine,
     event,
     func,
@@ -29,19 +23,23 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform.control import schema
 from cuberay.platform.control.schema import SCHEMA_VERSION, SchemaVersionError  # noqa: F401 (public API)
+from cuberay.platform.control.tables import (
+    Base,
+    EventRow,
+    JobRow,
+    ServeChangeRow,
+    TenantRow,
+    UsageRow,
+)
 from cuberay.platform.policy.states import JobState
 
 DB_FILENAME = "cuberay.db"
-
-# Lengths keep every column indexable on MySQL too; 253 is the longest DNS name Kubernetes allows.
-_NAME = 253
-_ID = 255
 
 
 class AmbiguousJobError(SpecError):
@@ -113,98 +111,6 @@ class ServeChangeRecord(BaseModel):
     action: str = Field(description="deploy, rollout, rollback, delete.")
     weights: dict[str, float] = Field(description="Version weights (percent) after the change.")
     note: str = Field(description="Why, in words, e.g. 'rollout to v2: step 2' or the broken threshold.")
-
-
-# ---------------------------------------------------------------- tables
-
-
-class _Base(DeclarativeBase):
-    pass
-
-
-class _SchemaVersionRow(_Base):
-    __tablename__ = "schema_version"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class _TenantRow(_Base):
-    __tablename__ = "tenants"
-
-    name: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    updated_at: Mapped[float] = mapped_column(Double)
-
-
-class _JobRow(_Base):
-    __tablename__ = "jobs"
-    # (tenant, name) serves tenant filters and next_seq alike; (user, request_id) makes submit idempotent.
-    __table_args__ = (Index("ix_jobs_tenant_name", "tenant", "name"),
-                      Index("ux_jobs_user_request", "user", "request_id", unique=True))
-
-    id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
-    tenant: Mapped[str] = mapped_column(String(_NAME))  # indexed by ix_jobs_tenant_name
-    name: Mapped[str] = mapped_column(String(_NAME))
-    kind: Mapped[str] = mapped_column(String(32))
-    user: Mapped[str] = mapped_column(String(_NAME))
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    # Plain strings, not a database ENUM: a new state then needs no migration.
-    state: Mapped[str] = mapped_column(String(16), index=True)
-    priority: Mapped[int] = mapped_column(Integer)
-    submit_time: Mapped[float] = mapped_column(Double)
-    seq: Mapped[int] = mapped_column(Integer)
-    start_time: Mapped[float | None] = mapped_column(Double)
-    end_time: Mapped[float | None] = mapped_column(Double)
-    attempts: Mapped[int] = mapped_column(Integer)
-    allocation: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
-    reason: Mapped[str] = mapped_column(Text)
-    submission_id: Mapped[str | None] = mapped_column(String(_ID))
-    driver: Mapped[str | None] = mapped_column(String(16))
-    attained_gpu_s: Mapped[float] = mapped_column(Double)
-    gpus: Mapped[float] = mapped_column(Double)
-    message: Mapped[str | None] = mapped_column(Text)
-    checkpoint_time: Mapped[float | None] = mapped_column(Double)
-    correction: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
-    request_id: Mapped[str | None] = mapped_column(String(_ID))
-
-
-class _UsageRow(_Base):
-    """The peak use of one worker of one attempt (automatic resource correction reads these)."""
-
-    __tablename__ = "usage_samples"
-    __table_args__ = (Index("ix_usage_tenant_name", "tenant", "name"),)
-
-    job_id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
-    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
-    worker: Mapped[int] = mapped_column(Integer, primary_key=True)
-    tenant: Mapped[str] = mapped_column(String(_NAME))
-    name: Mapped[str] = mapped_column(String(_NAME))
-    time: Mapped[float] = mapped_column(Double)
-    cpu: Mapped[float] = mapped_column(Double)
-    memory_gib: Mapped[float] = mapped_column(Double)
-
-
-class _EventRow(_Base):
-    __tablename__ = "events"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    time: Mapped[float] = mapped_column(Double)
-    job_id: Mapped[str | None] = mapped_column(String(_ID), index=True)
-    kind: Mapped[str] = mapped_column(String(32))
-    message: Mapped[str] = mapped_column(Text)
-
-
-class _ServeChangeRow(_Base):
-    __tablename__ = "serve_changes"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    time: Mapped[float] = mapped_column(Double)
-    app: Mapped[str] = mapped_column(String(_ID), index=True)
-    user: Mapped[str] = mapped_column(String(_NAME))
-    action: Mapped[str] = mapped_column(String(32))
-    weights: Mapped[dict[str, float]] = mapped_column(JSON)
-    note: Mapped[str] = mapped_column(Text)
 
 
 _JOB_FIELDS = frozenset(JobRecord.model_fields)
@@ -284,7 +190,7 @@ class Store:
     # ------------------------------------------------------------ schema
 
     def _open_schema(self) -> None:
-        schema.upgrade(self._engine, _Base.metadata, self._where)
+        schema.upgrade(self._engine, Base.metadata, self._where)
 
     # ------------------------------------------------------------ tenants
 
@@ -293,12 +199,12 @@ class Store:
         now = time.time()
         with self._sessions.begin() as session:
             for name, spec in tenants.items():
-                session.merge(_TenantRow(name=name, spec=spec, updated_at=now))
+                session.merge(TenantRow(name=name, spec=spec, updated_at=now))
 
     def tenants(self) -> dict[str, dict[str, Any]]:
         """Every stored tenant spec, by name."""
         with self._sessions() as session:
-            return {row.name: row.spec for row in session.scalars(select(_TenantRow).order_by(_TenantRow.name))}
+            return {row.name: row.spec for row in session.scalars(select(TenantRow).order_by(TenantRow.name))}
 
     # ------------------------------------------------------------ jobs
 
@@ -306,15 +212,15 @@ class Store:
         """1 + the highest sequence number so far for ``tenant``/``name`` (single writer)."""
         with self._sessions() as session:
             top = session.scalar(
-                select(func.max(_JobRow.seq)).where(_JobRow.tenant == tenant, _JobRow.name == name))
+                select(func.max(JobRow.seq)).where(JobRow.tenant == tenant, JobRow.name == name))
         return (top or 0) + 1
 
     def prefix_owner(self, tenant: str, name: str) -> JobRecord | None:
         """A job of another tenant/name pair whose id starts the same: '<tenant>-<name>' (tenant 'a-b', name
         'c' and tenant 'a', name 'b-c' are both 'a-b-c'), which also names its Ray Serve app."""
         prefix = f"{tenant}-{name}"
-        query = (select(_JobRow).where(_JobRow.tenant + "-" + _JobRow.name == prefix, _JobRow.tenant != tenant)
-                 .order_by(_JobRow.submit_time.desc()).limit(1))
+        query = (select(JobRow).where(JobRow.tenant + "-" + JobRow.name == prefix, JobRow.tenant != tenant)
+                 .order_by(JobRow.submit_time.desc()).limit(1))
         with self._sessions() as session:
             row = session.scalar(query)
             return None if row is None else JobRecord.model_validate(row)
@@ -323,9 +229,9 @@ class Store:
         """A new job and its events (kind, message), in one transaction."""
         try:
             with self._sessions.begin() as session:
-                session.add(_JobRow(**_row_values(record)))
+                session.add(JobRow(**_row_values(record)))
                 now = _now()
-                session.add_all(_EventRow(time=now, job_id=record.id, kind=kind, message=message)
+                session.add_all(EventRow(time=now, job_id=record.id, kind=kind, message=message)
                                 for kind, message in events)
         except IntegrityError:
             if record.request_id is not None and self.find_request(record.user, record.request_id):
@@ -340,14 +246,14 @@ class Store:
         """Many new jobs and one event each, in one transaction (a bulk insert: 100k rows take seconds)."""
         now = _now()
         with self._sessions.begin() as session:
-            session.execute(insert(_JobRow), [_row_values(r) for r in records])
-            session.execute(insert(_EventRow), [{"time": now, "job_id": r.id, "kind": event_kind, "message": m}
+            session.execute(insert(JobRow), [_row_values(r) for r in records])
+            session.execute(insert(EventRow), [{"time": now, "job_id": r.id, "kind": event_kind, "message": m}
                                                 for r, m in zip(records, messages, strict=True)])
 
     def find_request(self, user: str, request_id: str) -> JobRecord | None:
         """The job ``user`` submitted with ``request_id``, if any."""
         with self._sessions() as session:
-            row = session.scalar(select(_JobRow).where(_JobRow.user == user, _JobRow.request_id == request_id))
+            row = session.scalar(select(JobRow).where(JobRow.user == user, JobRow.request_id == request_id))
             return None if row is None else JobRecord.model_validate(row)
 
     def update_job(self, job_id: str, *, event: tuple[str, str] | None = None, **fields: Any) -> JobRecord:
@@ -361,7 +267,7 @@ class Store:
             raise TypeError(f"update_job() cannot set {', '.join(unknown)}; settable fields are "
                             f"{', '.join(sorted(_JOB_FIELDS - {'id'}))}")
         with self._sessions.begin() as session:
-            row = session.get(_JobRow, job_id)
+            row = session.get(JobRow, job_id)
             if row is None:
                 raise self._not_found(job_id)
             # Validate the whole record before writing, so a bad value never reaches the table.
@@ -370,12 +276,12 @@ class Store:
             for key in fields:
                 setattr(row, key, values[key])
             if event is not None:
-                session.add(_EventRow(time=_now(), job_id=job_id, kind=event[0], message=event[1]))
+                session.add(EventRow(time=_now(), job_id=job_id, kind=event[0], message=event[1]))
             return updated
 
     def get_job(self, job_id: str) -> JobRecord:
         with self._sessions() as session:
-            row = session.get(_JobRow, job_id)
+            row = session.get(JobRow, job_id)
             if row is None:
                 raise self._not_found(job_id)
             return JobRecord.model_validate(row)
@@ -387,11 +293,11 @@ class Store:
         several matches raise :class:`AmbiguousJobError` listing them.
         """
         with self._sessions() as session:
-            row = session.get(_JobRow, ref)
+            row = session.get(JobRow, ref)
             if row is not None:
                 return JobRecord.model_validate(row)
             named = [JobRecord.model_validate(r) for r in session.scalars(
-                select(_JobRow).where(_JobRow.name == ref).order_by(_JobRow.submit_time, _JobRow.id))]
+                select(JobRow).where(JobRow.name == ref).order_by(JobRow.submit_time, JobRow.id))]
         for candidates in ([r for r in named if not r.state.is_terminal], named):
             if len(candidates) == 1:
                 return candidates[0]
@@ -404,25 +310,25 @@ class Store:
     def list_jobs(self, tenant: str | None = None, states: Iterable[JobState | str] | None = None,
                   limit: int | None = None) -> list[JobRecord]:
         """Jobs ordered by submit time; with ``limit``, the most recently submitted ``limit`` of them."""
-        query = select(_JobRow)
+        query = select(JobRow)
         if tenant is not None:
-            query = query.where(_JobRow.tenant == tenant)
+            query = query.where(JobRow.tenant == tenant)
         if states is not None:
-            query = query.where(_JobRow.state.in_([JobState(s).value for s in states]))
-        return [JobRecord.model_validate(r) for r in self._latest(query, _JobRow.submit_time, _JobRow.id, limit)]
+            query = query.where(JobRow.state.in_([JobState(s).value for s in states]))
+        return [JobRecord.model_validate(r) for r in self._latest(query, JobRow.submit_time, JobRow.id, limit)]
 
     def finished_jobs(self, since: float | None = None) -> list[JobRecord]:
         """SUCCEEDED and FAILED jobs (ended at or after ``since`` if given), by submit time."""
-        query = select(_JobRow).where(_JobRow.state.in_(_TERMINAL_DONE))
+        query = select(JobRow).where(JobRow.state.in_(_TERMINAL_DONE))
         if since is not None:
-            query = query.where(_JobRow.end_time >= since)
-        return [JobRecord.model_validate(r) for r in self._latest(query, _JobRow.submit_time, _JobRow.id, None)]
+            query = query.where(JobRow.end_time >= since)
+        return [JobRecord.model_validate(r) for r in self._latest(query, JobRow.submit_time, JobRow.id, None)]
 
     # ------------------------------------------------------------ events
 
     def add_event(self, kind: str, message: str, job_id: str | None = None,
                   time: float | None = None) -> EventRecord:
-        row = _EventRow(time=_now() if time is None else time, job_id=job_id, kind=kind, message=message)
+        row = EventRow(time=_now() if time is None else time, job_id=job_id, kind=kind, message=message)
         with self._sessions.begin() as session:
             session.add(row)
             session.flush()
@@ -430,16 +336,16 @@ class Store:
 
     def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
         """The latest ``limit`` events (of one job if given), oldest first."""
-        query = select(_EventRow)
+        query = select(EventRow)
         if job_id is not None:
-            query = query.where(_EventRow.job_id == job_id)
-        return [EventRecord.model_validate(r) for r in self._latest(query, _EventRow.time, _EventRow.id, limit)]
+            query = query.where(EventRow.job_id == job_id)
+        return [EventRecord.model_validate(r) for r in self._latest(query, EventRow.time, EventRow.id, limit)]
 
     # ------------------------------------------------------------ serving changes
 
     def add_serve_change(self, app: str, user: str, action: str, weights: dict[str, float],
                          note: str = "") -> ServeChangeRecord:
-        row = _ServeChangeRow(time=_now(), app=app, user=user, action=action, weights=dict(weights), note=note)
+        row = ServeChangeRow(time=_now(), app=app, user=user, action=action, weights=dict(weights), note=note)
         with self._sessions.begin() as session:
             session.add(row)
             session.flush()
@@ -447,9 +353,9 @@ class Store:
 
     def serve_changes(self, app: str, limit: int | None = 100) -> list[ServeChangeRecord]:
         """The latest ``limit`` traffic changes of one app, oldest first."""
-        query = select(_ServeChangeRow).where(_ServeChangeRow.app == app)
+        query = select(ServeChangeRow).where(ServeChangeRow.app == app)
         return [ServeChangeRecord.model_validate(r)
-                for r in self._latest(query, _ServeChangeRow.time, _ServeChangeRow.id, limit)]
+                for r in self._latest(query, ServeChangeRow.time, ServeChangeRow.id, limit)]
 
     # ------------------------------------------------------------ usage (resource correction)
 
@@ -458,18 +364,18 @@ class Store:
         """One worker's peak of one attempt (a repeated report replaces the earlier one)."""
         job = self.get_job(job_id)
         with self._sessions.begin() as session:
-            session.merge(_UsageRow(job_id=job_id, attempt=attempt, worker=worker, tenant=job.tenant,
+            session.merge(UsageRow(job_id=job_id, attempt=attempt, worker=worker, tenant=job.tenant,
                                     name=job.name, time=_now() if when is None else when, cpu=cpu,
                                     memory_gib=memory_gib))
 
     def usage_history(self, tenant: str, name: str, since: float, limit: int = 10) -> list[tuple[float, float, float]]:
         """(end time, peak cores, peak GiB) of the newest ``limit`` SUCCEEDED runs of tenant/name ending after
         ``since``: the busiest worker of the attempt that succeeded, newest first."""
-        peak = (select(_JobRow.end_time, func.max(_UsageRow.cpu), func.max(_UsageRow.memory_gib))
-                .join(_JobRow, (_JobRow.id == _UsageRow.job_id) & (_JobRow.attempts == _UsageRow.attempt))
-                .where(_UsageRow.tenant == tenant, _UsageRow.name == name,
-                       _JobRow.state == JobState.SUCCEEDED.value, _JobRow.end_time >= since)
-                .group_by(_JobRow.id, _JobRow.end_time).order_by(_JobRow.end_time.desc()).limit(limit))
+        peak = (select(JobRow.end_time, func.max(UsageRow.cpu), func.max(UsageRow.memory_gib))
+                .join(JobRow, (JobRow.id == UsageRow.job_id) & (JobRow.attempts == UsageRow.attempt))
+                .where(UsageRow.tenant == tenant, UsageRow.name == name,
+                       JobRow.state == JobState.SUCCEEDED.value, JobRow.end_time >= since)
+                .group_by(JobRow.id, JobRow.end_time).order_by(JobRow.end_time.desc()).limit(limit))
         with self._sessions() as session:
             return [(float(t), float(c), float(m)) for t, c, m in session.execute(peak)]
 
