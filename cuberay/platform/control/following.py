@@ -1,0 +1,101 @@
+"""The controller's drivers loop: start admitted jobs' drivers, follow their ends, and notice dead ones.
+
+A mixin of :class:`~cuberay.platform.control.controller.Controller`, which supplies ``store``,
+``drivers``, ``waits``, ``_last_external_check``, ``_end`` and ``_requeue``. What happened to a
+driver is :mod:`.drivers`' business; what it means for the job is decided here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.control import convert as conv
+from cuberay.platform.control.launcher import STOPPED, SUCCEEDED, TERMINAL
+from cuberay.platform.control.store import JobRecord
+from cuberay.platform.policy.states import JobState
+
+log = logging.getLogger("cuberay.controller")
+
+EXTERNAL_TIMEOUT_S = 60.0      # an external driver polls every 1-2 s; this long silent means it died
+EXTERNAL_CHECK_S = 5.0         # how often external drivers' Ray Jobs are looked up
+
+
+class Following:
+    """Driver starts and ends, for the controller's tick."""
+
+    async def _start_drivers(self, now: float) -> None:
+        """Start ADMITTED launcher jobs oldest first while driver slots are free."""
+        for job_id in sorted(self.drivers.awaiting, key=self.drivers.awaiting.__getitem__):
+            if job_id not in self.drivers.awaiting:
+                continue  # cancelled while an earlier start was awaited
+            full = self.drivers.full()
+            if full:
+                self.waits.update({waiting: full for waiting in self.drivers.awaiting})
+                return
+            rec = self.store.get_job(job_id)
+            sid = conv.submission_id(job_id, rec.attempts)
+            rec = self.store.update_job(job_id, submission_id=sid)  # first, so a fast driver finds its id
+            try:
+                await self.drivers.start(sid, rec)
+            except PlatformNotRunningError as err:
+                log.warning("cannot start %s yet: %s", job_id, err)
+                return  # the dashboard is away; the next tick retries
+            except CuberayError as err:
+                if not self.store.get_job(job_id).state.is_terminal:
+                    self._end(job_id, JobState.FAILED, f"could not start its Ray Job {sid}: {err}", now)
+                continue
+            if self.store.get_job(job_id).state.is_terminal:  # cancelled while it started: stop what started
+                self.drivers.stop(sid, preempted=False)
+                continue
+            what = self.drivers.what(sid)
+            self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
+                                  reason=f"running as {what}", event=("started", f"{what} submitted"))
+
+    async def _follow_drivers(self, now: float) -> None:
+        """Ray Job ends -> job ends (or is retried); expected STOPs of preempted drivers are dropped."""
+        for sid, job_id, status in await self.drivers.ended():
+            rec = self.store.get_job(job_id)
+            if rec.state.is_terminal or rec.submission_id != sid:
+                continue
+            what = self.drivers.what(sid)
+            if status == SUCCEEDED:
+                self._end(job_id, JobState.SUCCEEDED, rec.message or f"{what} succeeded", now)
+            elif status == STOPPED:
+                self._end(job_id, JobState.CANCELLED, f"{what} was stopped outside cuberay", now)
+            else:
+                message = await self.drivers.failure_message(sid)
+                rec = self.store.get_job(job_id)  # a cancel may have ended it meanwhile
+                if not rec.state.is_terminal and rec.submission_id == sid:
+                    self._failed(rec, f"{what} failed: {message}", now)
+
+    def _failed(self, rec: JobRecord, message: str, now: float) -> None:
+        """FAILED, or back to the queue while the spec's max_failures allows another attempt."""
+        spec = rec.spec.get("spec", {})
+        # One budget, one owner: a function-mode TrainJob's max_failures is Ray Train's (it restarts the worker
+        # group in place from the last checkpoint), so a run that still fails has used it up.
+        allowed = 0 if rec.kind == "TrainJob" and spec.get("entrypoint") else int(spec.get("max_failures", 0) or 0)
+        if rec.attempts <= allowed:
+            self._requeue(rec.id, f"attempt {rec.attempts} failed ({message}); retrying "
+                                  f"({rec.attempts} of {allowed} allowed failures used)", now, preempted=False)
+            return
+        self._end(rec.id, JobState.FAILED, message, now)
+
+    async def _check_external(self, now: float) -> None:
+        """External drivers that went silent, or whose Ray Job ended, have died: their jobs fail."""
+        for job_id, last in list(self.drivers.contact.items()):
+            if now - last > EXTERNAL_TIMEOUT_S:
+                self._end(job_id, JobState.FAILED, f"its driver stopped polling the controller "
+                                                   f"{now - last:.0f}s ago (it died or lost the cluster)", now)
+        if now - self._last_external_check < EXTERNAL_CHECK_S:
+            return
+        self._last_external_check = now
+        for job_id in list(self.drivers.contact):
+            rec = self.store.get_job(job_id)
+            if not rec.submission_id:
+                continue
+            status = await self.drivers.status(rec.submission_id)
+            if status in TERMINAL and job_id in self.drivers.contact:
+                self._end(job_id, JobState.FAILED,
+                          f"its driver, Ray Job {rec.submission_id}, ended ({status}) without reporting", now)
