@@ -27,6 +27,9 @@ from cuberay.train.gang import CommandProcess
 EXIT_TIMEOUT = 124
 POLL_S = 0.05  # output is relayed and a cancel is seen within this long
 LOST_AFTER_S = 10.0  # a run asked about but unknown this long was lost (the runner restarted)
+# A cancel the task has not answered this long after is forced: Ray can lose the KeyboardInterrupt of a
+# plain cancel (ray-project/ray#32954); the forced one kills the worker, and the command's watchdog its group.
+STOP_GRACE_S = 10.0
 KEPT_ENDS = 100_000  # ends kept after they are reported: a controller that died before storing one asks again
 
 
@@ -118,11 +121,22 @@ class SmallRunner:
         self._changed.set()
 
     async def stop(self, sid: str) -> None:
-        """Cancel one run: its task sees KeyboardInterrupt and kills its command's process group."""
+        """Cancel one run: its task sees KeyboardInterrupt and kills its command's process group.
+
+        If the run has not ended ``STOP_GRACE_S`` later, the cancel is forced.
+        """
         ref = self.runs.get(sid)
         if ref is not None:
             self.stopping.add(sid)
             ray.cancel(ref, force=False)
+            forcing = asyncio.get_running_loop().create_task(self._force_after(sid, ref, STOP_GRACE_S))
+            self._watchers.add(forcing)
+            forcing.add_done_callback(self._watchers.discard)
+
+    async def _force_after(self, sid: str, ref: ray.ObjectRef, grace_s: float) -> None:
+        await asyncio.sleep(grace_s)
+        if self.runs.get(sid) is ref:
+            ray.cancel(ref, force=True)
 
     async def ended(self, known: list[str], wait_s: float) -> dict[str, tuple[str, str]]:
         """Ends of runs among ``known`` (waits up to ``wait_s`` for one); a run this runner never had is FAILED."""

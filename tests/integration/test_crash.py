@@ -88,7 +88,7 @@ def test_a_killed_driver_frees_its_allocation_and_fails_the_job(platform, job_cl
     ended = wait_for(lambda: (r := client.status(ref.id)).state.is_terminal and r, 60, "the job to end")
     freed_s = time.monotonic() - killed
     assert ended.state == JobState.FAILED and ended.allocation is None, ended
-    assert ref.id not in ctl(platform, "running")
+    wait_for(lambda: ref.id not in ctl(platform, "running"), 30, "the allocation to be gone")  # read after a tick
     assert freed_s <= FREE_LIMIT_S, f"freed after {freed_s:.1f} s"
 
 
@@ -115,9 +115,11 @@ def test_a_removed_worker_node_requeues_its_jobs_and_frees_their_quota(platform,
                             "the job to be requeued")
         assert requeued.allocation is None, requeued
         assert any(e.kind == "requeued" and "was lost" in e.message for e in ctl(platform, "events", ref.id))
-        usage = next(t for t in client.tenants() if t.name == "c")
-        assert usage.in_use.get("CPU", 0.0) == 0.0 and usage.running == 0, usage
-        assert ref.id not in ctl(platform, "running")
+        # Usage and allocations are read from the snapshot the loop publishes after its tick, the state from
+        # the store: the snapshot may trail the requeue by a tick.
+        wait_for(lambda: (u := next(t for t in client.tenants() if t.name == "c")).running == 0
+                 and u.in_use.get("CPU", 0.0) == 0.0, 30, "tenant c's usage to be freed")
+        wait_for(lambda: ref.id not in ctl(platform, "running"), 30, "the allocation to be gone")
     finally:
         if not removed:
             ray_cluster.cluster.remove_node(node)
@@ -187,8 +189,10 @@ def test_a_preempted_external_driver_stops_its_run_and_runs_it_again_as_a_new_at
         preempted = wait_for(lambda: [e for e in ctl(platform, "events", rec.id) if e.kind == "preempted"], 60,
                              "the external job to be preempted")
         assert "reclaimed" in preempted[0].message and "'b'" in preempted[0].message, preempted
-        requeued = [e for e in ctl(platform, "events", rec.id) if e.kind == "requeued"]
-        assert requeued and requeued[0].time >= preempted[0].time, requeued
+        # Reads run beside the loop that writes, so the requeue (its next write) may land just after.
+        requeued = wait_for(lambda: [e for e in ctl(platform, "events", rec.id) if e.kind == "requeued"], 30,
+                            "the external job to be requeued")
+        assert requeued[0].time >= preempted[0].time, requeued
         # Its run really stops: the worker's process ends and Ray removes the attempt's placement group.
         wait_for(lambda: not alive(first_pid), 60, "the preempted run's worker to end")
         wait_for(lambda: first_pg not in _gpu_pgs(), 60, "the preempted run's placement group to go")

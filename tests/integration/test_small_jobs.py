@@ -141,3 +141,39 @@ def test_the_runner_keeps_a_read_end_for_a_controller_that_asks_again(platform) 
     # A successor resends the start of each run it adopts; for a run that ended, nothing runs again.
     ray.get(runner.start.remote(sid, {}, "not-a-node", ()), timeout=30)
     assert sid not in ray.get(runner.running.remote(), timeout=30)
+
+
+@ray.remote(max_retries=0, num_cpus=0)
+def _deaf_to_cancels(pid_file: str) -> None:
+    """A run whose plain cancel never lands (as when Ray loses the interrupt): it swallows KeyboardInterrupt."""
+    import time
+
+    Path(pid_file).write_text(str(os.getpid()))
+    while True:
+        try:
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            pass
+
+
+def test_a_cancel_the_run_does_not_answer_is_forced(platform, tmp_path: Path, monkeypatch) -> None:
+    import asyncio
+
+    from cuberay.train import small as small_mod
+
+    monkeypatch.setattr(small_mod, "STOP_GRACE_S", 1.0)
+    pid_file = tmp_path / "pid"
+
+    async def stop_a_deaf_run() -> tuple[str, str]:
+        runner = small_mod.SmallRunner()
+        ref = _deaf_to_cancels.remote(str(pid_file))
+        wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the run to start")
+        runner.runs["s-deaf"] = ref
+        watcher = asyncio.get_running_loop().create_task(runner._watch("s-deaf", ref))
+        await runner.stop("s-deaf")
+        await asyncio.wait_for(watcher, 30)
+        return runner.ends["s-deaf"]
+
+    status, _ = asyncio.run(stop_a_deaf_run())
+    assert status == small_mod.STOPPED
+    wait_for(lambda: not alive(int(pid_file.read_text())), 30, "the run's worker to be gone")
