@@ -10,7 +10,8 @@ resources. Ray runs it in a pooled worker process (no process start per job);
 the task runs the command in a process group of its own (:class:`CommandProcess`,
 with its watchdog) and appends its output to a log file in the tenant's storage,
 where ``cuberay logs`` reads it. Stopping one job cancels only its Ray task, which
-kills only its command's process group; a killed command or a lost worker fails
+kills only its command's process group (forced after a grace period if the task does
+not answer); a killed command or a lost worker fails
 only that job.
 
 The tasks are submitted by a detached actor next to the controller,
