@@ -25,25 +25,20 @@ demo: venv
 	$(BIN)/cuberay demo
 
 # Tiers run in their own pytest processes: unit tests must never see a Ray
-# cluster, and each integration worker shares one cluster for its whole session.
+# cluster, and the integration tier shares one cluster for its whole session.
 # Every tier runs even if an earlier one fails (one CI run shows all failures);
 # the target fails if any tier did. The e2e tier skips itself unless enabled
 # (see tests/e2e) and goes first, so the last summary line is a tier that ran.
-# The integration tier runs its test files on INTEGRATION_WORKERS processes, each with a local Ray
-# cluster of its own (pytest-xdist; a file stays on one worker, so its module fixtures are shared):
-# most of its time is spent waiting on Ray, so two workers finish it in about two thirds of the time
-# on 2 cores, but under load two timing-sensitive tests missed their deadlines, so the default is
-# INTEGRATION_WORKERS=0: the tier in this process, one cluster for the whole tier.
+# The integration tier runs in one process: two local Ray clusters on one machine
+# (pytest-xdist workers) confuse processes that look for "the" local cluster, and
+# on 2 cores they were no faster (measured 2026-12-01: 24 min against 19).
 TIERS := e2e unit integration
-INTEGRATION_WORKERS ?= 0
-XDIST_integration := $(if $(filter 0,$(INTEGRATION_WORKERS)),,-n $(INTEGRATION_WORKERS) --dist loadfile)
 
 test: venv
 	@failed=""; \
 	for tier in $(TIERS); do \
 	  echo "== $$tier tier =="; \
-	  workers=""; [ "$$tier" = integration ] && workers="$(XDIST_integration)"; \
-	  $(PYTEST) tests/$$tier --durations=20 $$workers || failed="$$failed $$tier"; \
+	  $(PYTEST) tests/$$tier --durations=20 || failed="$$failed $$tier"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "FAILED tiers:$$failed"; exit 1; fi
 
@@ -51,7 +46,7 @@ unit: venv
 	$(PYTEST) tests/unit
 
 integration: venv
-	$(PYTEST) tests/integration $(XDIST_integration)
+	$(PYTEST) tests/integration
 
 e2e: venv
 	$(PYTEST) tests/e2e

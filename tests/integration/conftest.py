@@ -1,9 +1,5 @@
 """Integration tier: one real, local, multi-node Ray cluster for the whole session.
 
-``make test`` runs the tier on two pytest-xdist workers (``--dist loadfile``): each
-worker is a session of its own, with its own cluster, temp dir and token, and a
-test file runs whole on one worker.
-
 ``ray_cluster`` starts it once (about 10 s on 2 cores) with
 ``ray.cluster_utils.Cluster``; every node is a set of processes on this
 machine, with fake GPU counts, so placement across nodes is real:
