@@ -22,8 +22,6 @@ from cuberay.platform.control.store import Store
 from cuberay.platform.control.tables import ID_LEN, NAME_LEN, Base
 from cuberay.platform.policy.pipelines import RunState, StepState
 
-_NAME, _ID = NAME_LEN, ID_LEN
-
 
 class PipelineRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
@@ -78,9 +76,9 @@ class StepRecord(BaseModel):
 class _PipelineRow(Base):
     __tablename__ = "pipelines"
 
-    tenant: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
-    name: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
-    user: Mapped[str] = mapped_column(String(_NAME))
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LEN), primary_key=True)
+    user: Mapped[str] = mapped_column(String(NAME_LEN))
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     version: Mapped[int] = mapped_column(Integer)
     submit_time: Mapped[float] = mapped_column(Double)
@@ -92,14 +90,14 @@ class _RunRow(Base):
     __table_args__ = (UniqueConstraint("tenant", "pipeline", "tick", name="uq_pipeline_runs_tick"),
                       Index("ix_pipeline_runs_pipeline", "tenant", "pipeline"))
 
-    id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
-    tenant: Mapped[str] = mapped_column(String(_NAME))
-    pipeline: Mapped[str] = mapped_column(String(_NAME))
+    id: Mapped[str] = mapped_column(String(ID_LEN), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(NAME_LEN))
+    pipeline: Mapped[str] = mapped_column(String(NAME_LEN))
     seq: Mapped[int] = mapped_column(Integer)
     trigger: Mapped[str] = mapped_column(String(16))
     tick: Mapped[float | None] = mapped_column(Double)
     execution_time: Mapped[float] = mapped_column(Double)
-    user: Mapped[str] = mapped_column(String(_NAME))
+    user: Mapped[str] = mapped_column(String(NAME_LEN))
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     state: Mapped[str] = mapped_column(String(16), index=True)
@@ -113,11 +111,11 @@ class _RunRow(Base):
 class _StepRow(Base):
     __tablename__ = "pipeline_steps"
 
-    run_id: Mapped[str] = mapped_column(String(_ID), primary_key=True)
-    name: Mapped[str] = mapped_column(String(_NAME), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(ID_LEN), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LEN), primary_key=True)
     state: Mapped[str] = mapped_column(String(16))
     attempt: Mapped[int] = mapped_column(Integer)
-    job_id: Mapped[str | None] = mapped_column(String(_ID))
+    job_id: Mapped[str | None] = mapped_column(String(ID_LEN))
     job_ids: Mapped[list[str]] = mapped_column(JSON)
     start_time: Mapped[float | None] = mapped_column(Double)
     end_time: Mapped[float | None] = mapped_column(Double)

@@ -78,7 +78,6 @@ def _measures(cards: Sequence[float], cpu: float, memory: float, card: str | Non
         return 0.0, 0.0
     whole = sum(1 for x in cards if x >= 1.0 - _EPS)
     parts = [x for x in cards if _EPS < x < 1.0 - _EPS]  # whole cards hold any share; empty ones nothing
-    top = 1.0 if whole else max(parts, default=0.0)
     frag = left = 0.0
     for c in classes:
         w = c.weight
@@ -86,18 +85,20 @@ def _measures(cards: Sequence[float], cpu: float, memory: float, card: str | Non
             frag += w * free
             left += w * free
             continue
-        copies = int((cpu + _EPS) / c.cpus) if c.cpus > _EPS else whole + 64 * len(cards)
+        d = c.gpus
+        share = d < 1.0 - _EPS
+        copies = (whole * int(1.0 / d + _EPS) + sum(int((x + _EPS) / d) for x in parts)) if share \
+            else whole // int(round(d))
+        if c.cpus > _EPS:
+            copies = min(copies, int((cpu + _EPS) / c.cpus))
         if c.memory > _EPS:
             copies = min(copies, int((memory + _EPS) / c.memory))
-        d = c.gpus
-        if d < 1.0 - _EPS:
-            by_cards = whole * int(1.0 / d + _EPS) + sum(int((x + _EPS) / d) for x in parts)
-            lost = free if copies == 0 or top + _EPS < d else sum(x for x in parts if x + _EPS < d)
-        else:
-            by_cards = whole // int(round(d))
-            lost = free if copies == 0 or by_cards == 0 else free - whole
+        if copies == 0:  # not even one fits: every free share is lost to this kind
+            lost = free
+        else:  # shares cannot use remainders smaller than themselves; whole cards no partly used card
+            lost = sum(x for x in parts if x + _EPS < d) if share else free - whole
         frag += w * lost
-        left += w * (free - min(copies, by_cards) * d)
+        left += w * (free - copies * d)
     return frag, left
 
 

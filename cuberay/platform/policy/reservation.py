@@ -123,7 +123,7 @@ class Reserving:
     # The cycle provides: s (ClusterState), p (Policy), now, decisions, reservation, and _place/_over_max.
 
     def _refresh_reservation(self, res: Reserve | None) -> Reserve | None:
-        """Keep the holder; re-claim the capacity that is free now (see ``_reservation_nodes``)."""
+        """Keep the holder; re-claim the capacity that is free now (see :func:`claim`)."""
         holder = self.s.queue.get(res.job_id) if res and res.job_id else None
         if holder is None:
             if res is not None:
@@ -156,7 +156,6 @@ class Reserving:
             return
         self.reservation = Reserve(job.id, claim(self.s.ledger, job), self.now)
         self.decisions.append(self.reservation)
-
 
     def _overdue(self, job: JobRequest) -> bool:
         """Queued ``overdue_after_s`` in all (across preemptions), and a multi-node gang unless
