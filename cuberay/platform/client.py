@@ -24,6 +24,10 @@ from cuberay.platform.control.records import JobRef, QueueEntry, TenantUsage  # 
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 
+# A killed controller is back (restarted by Ray, queue and ledger rebuilt) in about 10 s on a quiet head
+# (benchmarks/bench_reliability.py, phase "crash"); drivers wait this long for it before giving up.
+RESTART_WAIT_S = 120.0
+
 
 def connect(address: str | None = None, *, log_to_driver: bool = False) -> Any:
     """Join the Ray cluster (``address``, else RAY_ADDRESS, else "auto") and return the controller handle."""
@@ -88,6 +92,25 @@ def _call(method: str, *args: Any, timeout: float = 120.0) -> Any:
         raise PlatformNotRunningError(
             f"the cuberay controller died during {method}() ({type(err).__name__}); Ray restarts it and it "
             f"recovers its jobs from the store: retry in a few seconds") from None
+
+
+def driver_call(method: str, *args: Any, wait_s: float = RESTART_WAIT_S) -> Any:
+    """``_call`` for job drivers: a controller that dies is restarted by Ray and recovers from its store, so
+    the call is retried for up to ``wait_s`` instead of failing the run over the restart.
+
+    Only for calls that may be repeated (reads, and reports the controller takes once per attempt).
+    """
+    deadline = time.monotonic() + wait_s
+    pause = 0.5
+    while True:
+        try:
+            return _call(method, *args)
+        except PlatformNotRunningError as err:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PlatformNotRunningError(f"{err} (still unreachable after {wait_s:.0f}s)") from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 5.0)
 
 
 def _job_id(job: JobRef | str) -> str:

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from cuberay.errors import CuberayError, JobFailedError
 from cuberay.platform import client
+from cuberay.platform.client import RESTART_WAIT_S
 from cuberay.platform.control.records import QueueEntry
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -64,7 +65,7 @@ def run_job(job_id: str) -> int:
     """Run the admitted attempt of ``job_id`` in this process; the exit code for the Ray Job."""
     try:
         client.connect(log_to_driver=True)
-        ctx = client._call("job_context", job_id, own_submission_id())
+        ctx = client.driver_call("job_context", job_id, own_submission_id())
     except CuberayError as err:
         say(f"cannot run {job_id}: {err}")
         return EXIT_FAILED
@@ -91,7 +92,7 @@ def dispatch(ctx: dict[str, Any]) -> int:
     if job.kind == "ServeApp":
         from cuberay.serve.service import run_service
 
-        return run_service(job, ctx, client._call, say)
+        return run_service(job, ctx, client.driver_call, say)
     from cuberay.platform.control.convert import RUNNABLE_KINDS
 
     say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS)} jobs); "
@@ -124,7 +125,7 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
         from cuberay.train.elastic import run_elastic
 
         result = run_elastic(run_once, job_id=job_id, attempt=attempt, node_ids=list(ctx["node_ids"]),
-                             call=client._call, say=say)
+                             call=client.driver_call, say=say)
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
     return EXIT_OK
@@ -137,7 +138,8 @@ def _tune(job: Any, ctx: dict[str, Any]) -> int:
 
     def report(text: str, final: bool) -> None:
         try:
-            client._call("job_report", job_id, attempt, text, final)
+            # Progress is tried once (the next report follows soon); the result rides out a controller restart.
+            client.driver_call("job_report", job_id, attempt, text, final, wait_s=RESTART_WAIT_S if final else 0)
         except CuberayError as err:  # progress is a nicety; the search goes on
             say(f"could not report progress: {err}")
 
@@ -190,7 +192,7 @@ def run_file(spec_or_path: Any, tenant: str | None = None, *, user: str | None =
             if not current:
                 continue  # preempted (back in the queue) or cancelled: the loop finds out which
             message = "the run exited 0" if code == 0 else f"the run exited with code {code}"
-            record: JobRecord = client._call("finished", ref.id, code == 0, message, int(info["attempt"]))
+            record: JobRecord = client.driver_call("finished", ref.id, code == 0, message, int(info["attempt"]))
             if record.state.is_terminal:
                 return record
             say(f"{ref.id} is {record.state.value}: {record.reason}")
@@ -210,7 +212,7 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
     """Poll until the job holds an allocation (its admission info) or is terminal (None)."""
     last: tuple[Any, Any] | None = None
     while True:
-        info = client._call("admission", job_id)
+        info = client.driver_call("admission", job_id)
         state = JobState(info["state"])
         if state.holds_resources:
             return info
@@ -242,7 +244,7 @@ def _run_attempt(job_id: str, attempt: int) -> tuple[int, bool]:
                 return child.wait(timeout=RUN_POLL_S), True
             except subprocess.TimeoutExpired:
                 pass
-            info = client._call("admission", job_id)
+            info = client.driver_call("admission", job_id)
             if not JobState(info["state"]).holds_resources or int(info["attempt"]) != attempt:
                 say(f"attempt {attempt} of {job_id} ended by the platform ({info['state']}: {info['reason']}); "
                     f"stopping its run")

@@ -68,12 +68,21 @@ def test_controller_killed_twice_mid_stream_loses_and_repeats_nothing(platform, 
     records = wait_for(lambda: (recs := [client.status(j) for j in ids]) and
                        all(r.state.is_terminal for r in recs) and recs, 240, "every job to end")
     assert sorted(r.id for r in client.list_jobs(tenant="a") if r.name == name) == sorted(ids)  # none lost
-    assert [r.state for r in records] == [JobState.SUCCEEDED] * 6, records
+    assert [r.state for r in records] == [JobState.SUCCEEDED] * 6, [(r.id, r.state.value, r.message) for r in records]
     for rec in records:  # exactly one run each, by Ray's own account
         runs = [j for j in job_client.list_jobs() if (j.submission_id or "").startswith(f"cuberay-{rec.id}")]
         stamps = sum(job_client.get_job_logs(r.submission_id).count(STAMP) for r in runs)
         assert (rec.attempts, len(runs), stamps) == (1, 1, 1), (rec, runs)
     assert max(resumed) <= RESUME_LIMIT_S, f"admission came back after {resumed} s"
+
+
+@pytest.mark.timeout(180)
+def test_a_driver_call_sent_while_the_controller_restarts_is_answered_by_the_restarted_one(platform) -> None:
+    """Ray fails every call to an actor that is restarting (ActorUnavailableError), so a job driver that starts
+    or reports in those seconds would fail its run; drivers wait for the restarted controller instead."""
+    old_pid = ctl(platform, "ping")["pid"]
+    ray.kill(platform.controller, no_restart=False)
+    assert client.driver_call("ping")["pid"] != old_pid
 
 
 @pytest.mark.timeout(240)
