@@ -54,3 +54,7 @@ class PlatformNotRunningError(CuberayError):
     """No controller is reachable."""
 
     exit_code = 1
+
+
+class ControllerRestartingError(PlatformNotRunningError):
+    """The controller died mid-call or is restarting: Ray brings it back, so the call can be repeated."""

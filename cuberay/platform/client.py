@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.errors import ControllerRestartingError, CuberayError, PlatformNotRunningError
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.records import JobRef, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.control.store import JobRecord
@@ -89,26 +89,28 @@ def _call(method: str, *args: Any, timeout: float = 120.0) -> Any:
             raise cause from None
         raise
     except ray.exceptions.RayActorError as err:
-        raise PlatformNotRunningError(
+        raise ControllerRestartingError(
             f"the cuberay controller died during {method}() ({type(err).__name__}); Ray restarts it and it "
             f"recovers its jobs from the store: retry in a few seconds") from None
 
 
-def driver_call(method: str, *args: Any, wait_s: float = RESTART_WAIT_S) -> Any:
-    """``_call`` for job drivers: a controller that dies is restarted by Ray and recovers from its store, so
-    the call is retried for up to ``wait_s`` instead of failing the run over the restart.
+def call_through_restart(method: str, *args: Any, wait_s: float = RESTART_WAIT_S) -> Any:
+    """``_call`` that waits out a controller restart: Ray restarts a controller that died and it recovers from
+    its store, but meanwhile Ray fails every call to it. The call is repeated for up to ``wait_s``; no
+    controller at all still fails at once.
 
-    Only for calls that may be repeated (reads, and reports the controller takes once per attempt).
+    For job drivers and long waits, and only for calls that may be repeated (reads, and reports the controller
+    takes once per attempt).
     """
     deadline = time.monotonic() + wait_s
     pause = 0.5
     while True:
         try:
             return _call(method, *args)
-        except PlatformNotRunningError as err:
+        except ControllerRestartingError as err:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise PlatformNotRunningError(f"{err} (still unreachable after {wait_s:.0f}s)") from None
+                raise ControllerRestartingError(f"{err} (still unreachable after {wait_s:.0f}s)") from None
             time.sleep(min(pause, left))
             pause = min(pause * 2, 5.0)
 
@@ -258,7 +260,7 @@ def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -
     """Block until the job is terminal; returns its record (raises TimeoutError on timeout)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        record = status(job)
+        record = call_through_restart("status", _job_id(job), current_user())  # a restart is no reason to stop
         if record.state.is_terminal:
             return record
         if deadline is not None and time.monotonic() > deadline:
@@ -294,7 +296,7 @@ def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterat
         if done:
             return
         time.sleep(poll_s)
-        text, done = _call("logs", ref, current_user())
+        text, done = call_through_restart("logs", ref, current_user())
 
 
 def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:

@@ -65,7 +65,7 @@ def run_job(job_id: str) -> int:
     """Run the admitted attempt of ``job_id`` in this process; the exit code for the Ray Job."""
     try:
         client.connect(log_to_driver=True)
-        ctx = client.driver_call("job_context", job_id, own_submission_id())
+        ctx = client.call_through_restart("job_context", job_id, own_submission_id())
     except CuberayError as err:
         say(f"cannot run {job_id}: {err}")
         return EXIT_FAILED
@@ -92,7 +92,7 @@ def dispatch(ctx: dict[str, Any]) -> int:
     if job.kind == "ServeApp":
         from cuberay.serve.service import run_service
 
-        return run_service(job, ctx, client.driver_call, say)
+        return run_service(job, ctx, client.call_through_restart, say)
     from cuberay.platform.control.convert import RUNNABLE_KINDS
 
     say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS)} jobs); "
@@ -125,7 +125,7 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
         from cuberay.train.elastic import run_elastic
 
         result = run_elastic(run_once, job_id=job_id, attempt=attempt, node_ids=list(ctx["node_ids"]),
-                             call=client.driver_call, say=say)
+                             call=client.call_through_restart, say=say)
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
     return EXIT_OK
@@ -139,7 +139,8 @@ def _tune(job: Any, ctx: dict[str, Any]) -> int:
     def report(text: str, final: bool) -> None:
         try:
             # Progress is tried once (the next report follows soon); the result rides out a controller restart.
-            client.driver_call("job_report", job_id, attempt, text, final, wait_s=RESTART_WAIT_S if final else 0)
+            client.call_through_restart("job_report", job_id, attempt, text, final,
+                                        wait_s=RESTART_WAIT_S if final else 0)
         except CuberayError as err:  # progress is a nicety; the search goes on
             say(f"could not report progress: {err}")
 
@@ -187,12 +188,13 @@ def run_file(spec_or_path: Any, tenant: str | None = None, *, user: str | None =
         while True:
             info = _wait_admitted(ref.id, on_wait, poll_s)
             if info is None:
-                return client.status(ref.id)
+                return client.call_through_restart("status", ref.id, client.current_user())
             code, current = _run_attempt(ref.id, int(info["attempt"]))
             if not current:
                 continue  # preempted (back in the queue) or cancelled: the loop finds out which
             message = "the run exited 0" if code == 0 else f"the run exited with code {code}"
-            record: JobRecord = client.driver_call("finished", ref.id, code == 0, message, int(info["attempt"]))
+            record: JobRecord = client.call_through_restart("finished", ref.id, code == 0, message,
+                                                            int(info["attempt"]))
             if record.state.is_terminal:
                 return record
             say(f"{ref.id} is {record.state.value}: {record.reason}")
@@ -212,7 +214,7 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
     """Poll until the job holds an allocation (its admission info) or is terminal (None)."""
     last: tuple[Any, Any] | None = None
     while True:
-        info = client.driver_call("admission", job_id)
+        info = client.call_through_restart("admission", job_id)
         state = JobState(info["state"])
         if state.holds_resources:
             return info
@@ -222,8 +224,9 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
         if seen != last:
             last = seen
             if on_wait is not None:
-                record = client.status(job_id)
-                entry = next((e for e in client.queue(record.tenant) if e.job_id == job_id), None)
+                record = client.call_through_restart("status", job_id, client.current_user())
+                entry = next((e for e in client.call_through_restart("queue", record.tenant)
+                              if e.job_id == job_id), None)
                 if record.state.is_waiting and (entry is None or entry.state.is_waiting):
                     on_wait(entry, record)  # (admitted between the two reads: the next poll says so)
             else:
@@ -244,7 +247,7 @@ def _run_attempt(job_id: str, attempt: int) -> tuple[int, bool]:
                 return child.wait(timeout=RUN_POLL_S), True
             except subprocess.TimeoutExpired:
                 pass
-            info = client.driver_call("admission", job_id)
+            info = client.call_through_restart("admission", job_id)
             if not JobState(info["state"]).holds_resources or int(info["attempt"]) != attempt:
                 say(f"attempt {attempt} of {job_id} ended by the platform ({info['state']}: {info['reason']}); "
                     f"stopping its run")
