@@ -15,6 +15,7 @@ import getpass
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -239,8 +240,10 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
     not run (``convert.RUNNABLE_KINDS``).
     """
     job = _runnable(spec_or_path)
-    record: JobRecord = _call("submit", job.model_dump(mode="json"), tenant, user or current_user(),
-                              driver, submission_id, request_id)
+    # Without the caller's request id, one of our own: a submit whose answer a controller restart lost is
+    # then repeated safely (it returns the job the first call queued).
+    record: JobRecord = call_through_restart("submit", job.model_dump(mode="json"), tenant, user or current_user(),
+                                             driver, submission_id, request_id or f"auto-{uuid.uuid4().hex}")
     return JobRef(record.id, record.tenant, record.name)
 
 

@@ -11,6 +11,7 @@ import copy
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -76,18 +77,45 @@ def test_controller_killed_twice_mid_stream_loses_and_repeats_nothing(platform, 
     assert max(resumed) <= RESUME_LIMIT_S, f"admission came back after {resumed} s"
 
 
-@pytest.mark.timeout(180)
-def test_waits_and_drivers_go_on_across_a_controller_restart(platform) -> None:
+@pytest.mark.timeout(240)
+def test_submits_waits_and_drivers_go_on_across_a_controller_restart(platform) -> None:
     """Ray fails the calls in flight when an actor dies, and those sent while it restarts
-    (ActorUnavailableError): a job driver that started or reported then would fail its run, and a user's wait
-    would stop. Both wait for the restarted controller instead (client.call_through_restart)."""
-    ref = client.submit(job(f"through-{uuid.uuid4().hex[:6]}", gpu="1", sleep_s=5), "b")
+    (ActorUnavailableError): a job driver that started or reported then would fail its run, and a user's submit
+    or wait would stop. All of them wait for the restarted controller instead (client.call_through_restart),
+    and a repeated submit queues its job once."""
+    tag = uuid.uuid4().hex[:6]
+    blocker = job(f"blocker-{tag}", gpu="4", sleep_s=600)
+    blocker["spec"]["workers"] = 2  # tenant b's max of 8 GPUs: b's later jobs wait (and cost nothing)
+    blocking = client.submit(blocker, "b")
+    wait_for(lambda: client.status(blocking.id).state == JobState.RUNNING, 120, "the blocker to run")
+    waiting, submitted, errors, stop = blocker | {"metadata": {"name": f"queued-{tag}"}}, [], [], threading.Event()
+
+    def submit_back_to_back() -> None:
+        try:
+            while not stop.is_set():
+                submitted.append(client.submit(waiting, "b").id)
+        except BaseException as err:  # noqa: BLE001 - reported by the test below
+            errors.append(err)
+
+    ref = client.submit(job(f"through-{tag}", gpu="1", sleep_s=5), "a")
     old_pid = ctl(platform, "ping")["pid"]
-    ray.kill(platform.controller, no_restart=False)  # takes effect a second or two later
-    # A user's wait (`cuberay wait`, `submit --wait`) polling back to back: one poll is in flight when the old
-    # controller dies, and Ray fails it. The wait goes on, and so does the job, whose driver may be starting.
-    assert client.wait(ref.id, timeout=120, poll_s=0).state == JobState.SUCCEEDED
-    assert client.call_through_restart("ping")["pid"] != old_pid
+    submitter = threading.Thread(target=submit_back_to_back)
+    submitter.start()
+    try:
+        ray.kill(platform.controller, no_restart=False)  # takes effect a second or two later
+        # Polls back to back as well: one is in flight when the old controller dies. The wait goes on, and so
+        # does the job, whose driver may be starting.
+        assert client.wait(ref.id, timeout=120, poll_s=0).state == JobState.SUCCEEDED
+        assert client.call_through_restart("ping")["pid"] != old_pid
+    finally:
+        stop.set()
+        submitter.join(60)
+    assert not errors, errors
+    stored = sorted(r.id for r in client.list_jobs(tenant="b") if r.name == f"queued-{tag}")
+    assert stored == sorted(submitted) and len(set(submitted)) == len(submitted)  # none lost, none twice
+    for job_id in [*submitted, blocking.id]:  # the waiting ones first, or each would start in turn
+        client.cancel(job_id)
+    print(f"{len(submitted)} submits across the restart")
 
 
 @pytest.mark.timeout(240)
