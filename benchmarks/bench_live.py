@@ -157,7 +157,7 @@ def bench_overhead(probes: int) -> dict[str, Any]:
         record = client.wait(ref, timeout=120, poll_s=0.2)
         if record.state != JobState.SUCCEEDED:
             raise RuntimeError(f"probe {ref.id} ended {record.state.value}: {record.message}")
-        events = {e.kind: e.time for e in ray.get(handle.events.remote(ref.id, 100))}
+        events = {e.kind: e.time for e in ray.get(handle.events.remote(client.caller(), ref.id, 100))}
         decision.append((events["admitted"] - events["submitted"]) * 1000)
         launch.append((events["started"] - events["admitted"]) * 1000)
 

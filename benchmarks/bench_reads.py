@@ -86,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
 
                 def reader() -> None:
                     while not stop.is_set():
-                        for name, call in (("status", lambda: handle.status.remote(probe[0].id)),
-                                           ("queue --tenant probe", lambda: handle.queue.remote("probe"))):
+                        me = client.caller()
+                        for name, call in (("status", lambda: handle.status.remote(me, probe[0].id)),
+                                           ("queue --tenant probe", lambda: handle.queue.remote(me, "probe"))):
                             t0 = time.perf_counter()
                             ray.get(call(), timeout=120)
                             times[name].append(1000 * (time.perf_counter() - t0))
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(args.reads_s)
                 stop.set()
                 thread.join()
-                ping = ray.get(handle.ping.remote())
+                ping = ray.get(handle.ping.remote(client.caller()))
                 queued = sum(1 for e in client.queue("bulk") if e.state.is_waiting)
                 cli = [sys.executable, "-m", "cuberay", "queue", "--tenant", "probe"]
                 c0 = time.perf_counter()

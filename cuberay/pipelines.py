@@ -30,14 +30,16 @@ def submit(source: Any, tenant: str | None = None, *, run: bool = True, user: st
 
     Returns ``{"tenant", "pipeline", "scheduled", "run"}`` (``run``: the new RunRecord or None).
     """
-    return client._call("pipeline_submit", _spec(source), tenant, user or client.current_user(), run)
+    with client.acting_as(user):
+        return client._call("pipeline_submit", _spec(source), tenant, run)
 
 
 def run(name: str, tenant: str | None = None, *, params: Mapping[str, Any] | None = None,
         supersede: bool = False, user: str | None = None) -> Any:
     """A manual run of a stored pipeline. It waits its turn among the schedule's runs; with ``supersede``
     the pipeline's waiting and running runs are cancelled first."""
-    return client._call("pipeline_run", name, tenant, user or client.current_user(), dict(params or {}), supersede)
+    with client.acting_as(user):
+        return client._call("pipeline_run", name, tenant, dict(params or {}), supersede)
 
 
 def runs(name: str | None = None, tenant: str | None = None) -> list[Any]:
@@ -50,7 +52,7 @@ def status(ref: str) -> tuple[Any, list[Any]]:
 
 
 def cancel(ref: str) -> Any:
-    return client._call("pipeline_cancel", ref, client.current_user())
+    return client._call("pipeline_cancel", ref)
 
 
 def wait(ref: str, timeout: float | None = None, poll_s: float = 1.0) -> Any:

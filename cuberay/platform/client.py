@@ -11,6 +11,8 @@ Ray is imported inside the functions, so importing this module (and
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import getpass
 import logging
 import os
@@ -20,11 +22,15 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from cuberay.errors import ControllerRestartingError, CuberayError, PlatformNotRunningError
+from cuberay.platform.api import ENDPOINTS, TOKEN_ENV, USER_ENV, Caller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.records import JobRef, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 
+# Who calls made in this thread (context) act for, and with which driver secret, when not the process's own.
+_ACTING: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuberay_acting_user", default=None)
+_TOKEN: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuberay_driver_token", default=None)
 # A killed controller is back (restarted by Ray, queue and ledger rebuilt) in about 10 s on a quiet head
 # (benchmarks/bench_reliability.py, phase "crash"); drivers wait this long for it before giving up.
 RESTART_WAIT_S = 120.0
@@ -77,13 +83,23 @@ def _init_ray(address: str | None, log_to_driver: bool) -> str:
     return target
 
 
+def caller() -> Caller:
+    """Who this process's calls are from: the user (CUBERAY_USER, else the login name) and, in a job's processes,
+    the secret of its driver's attempt (the launcher puts it in their environment)."""
+    return Caller(user=_ACTING.get() or current_user(), token=_TOKEN.get() or os.environ.get(TOKEN_ENV) or None)
+
+
 def _call(method: str, *args: Any, timeout: float = 120.0) -> Any:
-    """Call one controller method; the controller's CuberayError is re-raised here as itself."""
+    """Call one controller method as this process's :func:`caller`; the controller's CuberayError is re-raised
+    here as itself."""
     import ray
 
+    if method not in ENDPOINTS:  # a typo fails here, not as an AttributeError from Ray
+        raise TypeError(f"the controller has no method {method!r}; its methods are in "
+                        f"cuberay/platform/api/endpoints.py")
     handle = connect()
     try:
-        return ray.get(getattr(handle, method).remote(*args), timeout=timeout)
+        return ray.get(getattr(handle, method).remote(caller(), *args), timeout=timeout)
     except ray.exceptions.RayTaskError as err:
         cause = getattr(err, "cause", None)
         if isinstance(cause, CuberayError):
@@ -160,7 +176,7 @@ def _install(controller: Any, spec: dict[str, Any]) -> Any:
     from cuberay.train.small import runner
 
     runner(controller.head_node_id())
-    return controller.install(spec)
+    return controller.install(spec, installer=current_user())
 
 
 def uninstall() -> bool:
@@ -199,13 +215,13 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
     if handle is None:
         handle = _install(controller, spec)
     else:  # already up: apply the (possibly edited) platform file to it, without stopping any job
-        _call("reload", spec, current_user())
-    return str(ray.get(handle.dashboard_url.remote(), timeout=60))
+        _call("reload", spec)
+    return str(_call("dashboard_url", timeout=60))
 
 
 def reload(platform_file: str | None = None) -> list[str]:
     """Apply an edited platform file to the running controller; returns what changed."""
-    return _call("reload", _platform_dict(find_platform_file(platform_file)), current_user())
+    return _call("reload", _platform_dict(find_platform_file(platform_file)))
 
 
 def down() -> None:
@@ -214,6 +230,10 @@ def down() -> None:
 
     from cuberay.platform.control import head as controller_head
 
+    try:  # first the controller stops every driver and puts running jobs back in the queue: none stays RUNNING
+        _call("shutdown", timeout=120.0)
+    except PlatformNotRunningError:
+        pass  # no controller (or no cluster): nothing of it to stop
     uninstall()
     if controller_head.read_state() is not None:
         if ray.is_initialized():
@@ -232,7 +252,8 @@ def _runnable(spec_or_path: Any) -> Any:
 
 
 def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = None,
-           driver: str = "launcher", submission_id: str | None = None, request_id: str | None = None) -> JobRef:
+           driver: str = "launcher", submission_id: str | None = None, request_id: str | None = None,
+           driver_token: str | None = None) -> JobRef:
     """Validate and queue a job (a spec model, a dict, YAML text or a file path).
 
     ``request_id`` is the caller's own id for this submission: submitting again with it returns the same job,
@@ -242,8 +263,10 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
     job = _runnable(spec_or_path)
     # Without the caller's request id, one of our own: a submit whose answer a controller restart lost is
     # then repeated safely (it returns the job the first call queued).
-    record: JobRecord = call_through_restart("submit", job.model_dump(mode="json"), tenant, user or current_user(),
-                                             driver, submission_id, request_id or f"auto-{uuid.uuid4().hex}")
+    with acting_as(user):
+        record: JobRecord = call_through_restart("submit", job.model_dump(mode="json"), tenant, driver,
+                                                 submission_id, request_id or f"auto-{uuid.uuid4().hex}",
+                                                 driver_token)
     return JobRef(record.id, record.tenant, record.name)
 
 
@@ -254,8 +277,8 @@ def submit_copies(spec_or_path: Any, count: int, tenant: str | None = None, *,
     All or none: AdmissionError (exit 3) if the job could never run, SpecError (exit 2) for a bad count.
     """
     job = _runnable(spec_or_path)
-    owner, ids = _call("submit_copies", job.model_dump(mode="json"), count, tenant, user or current_user(),
-                       timeout=600.0)
+    with acting_as(user):
+        owner, ids = _call("submit_copies", job.model_dump(mode="json"), count, tenant, timeout=600.0)
     return [JobRef(job_id, owner, job.name) for job_id in ids]
 
 
@@ -263,7 +286,7 @@ def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -
     """Block until the job is terminal; returns its record (raises TimeoutError on timeout)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        record = call_through_restart("status", _job_id(job), current_user())  # a restart is no reason to stop
+        record = call_through_restart("status", _job_id(job))  # a restart is no reason to stop
         if record.state.is_terminal:
             return record
         if deadline is not None and time.monotonic() > deadline:
@@ -274,17 +297,17 @@ def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -
 
 def status(job: JobRef | str) -> JobRecord:
     """The job's record; AdmissionError (exit 3) for a job of a tenant the caller is not in."""
-    return _call("status", _job_id(job), current_user())
+    return _call("status", _job_id(job))
 
 
 def cancel(job: JobRef | str) -> JobRecord:
-    return _call("cancel", _job_id(job), current_user())
+    return _call("cancel", _job_id(job))
 
 
 def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterator[str]:
     """The job's driver log (its Ray Job log); with ``follow``, chunks until the job ends."""
     ref = _job_id(job)
-    text, done = _call("logs", ref, current_user())
+    text, done = _call("logs", ref)
     if not follow:
         yield text
         return
@@ -299,7 +322,7 @@ def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterat
         if done:
             return
         time.sleep(poll_s)
-        text, done = call_through_restart("logs", ref, current_user())
+        text, done = call_through_restart("logs", ref)
 
 
 def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:
@@ -316,4 +339,16 @@ def tenants() -> list[TenantUsage]:
 
 def current_user() -> str:
     """CUBERAY_USER, else the login name."""
-    return os.environ.get("CUBERAY_USER") or getpass.getuser()
+    return os.environ.get(USER_ENV) or getpass.getuser()
+
+
+@contextlib.contextmanager
+def acting_as(user: str | None, token: str | None = None) -> Iterator[None]:
+    """Calls made inside (in this thread) act for ``user`` (None: this process's user as usual) and carry the
+    driver secret ``token`` (an external driver's). The name is a claim, as CUBERAY_USER is (docs/security.md)."""
+    resets = [(var, var.set(value)) for var, value in ((_ACTING, user), (_TOKEN, token)) if value is not None]
+    try:
+        yield
+    finally:
+        for var, reset in reversed(resets):
+            var.reset(reset)

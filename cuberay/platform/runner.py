@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from typing import Any, Callable
 
 from cuberay.errors import CuberayError, JobFailedError
 from cuberay.platform import client
+from cuberay.platform.api import TOKEN_ENV, USER_ENV
 from cuberay.platform.client import RESTART_WAIT_S
 from cuberay.platform.control.records import QueueEntry
 from cuberay.platform.control.store import JobRecord
@@ -181,25 +183,33 @@ def run_file(spec_or_path: Any, tenant: str | None = None, *, user: str | None =
     require_runnable(job, str(spec_or_path) if isinstance(spec_or_path, os.PathLike) else None)  # before Ray
     client.connect()
     sid = own_submission_id()
-    ref = client.submit(job, tenant, user=user or client.current_user(), driver="external", submission_id=sid)
+    token = secrets.token_urlsafe(32)  # this driver's secret: its calls carry it, the controller keeps its hash
+    ref = client.submit(job, tenant, user=user, driver="external", submission_id=sid, driver_token=token)
     say(f"registered {ref.id}" + (f" (Ray Job {sid})" if sid else ""))
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        while True:
-            info = _wait_admitted(ref.id, on_wait, poll_s)
-            if info is None:
-                return client.call_through_restart("status", ref.id, client.current_user())
-            code, current = _run_attempt(ref.id, int(info["attempt"]))
-            if not current:
-                continue  # preempted (back in the queue) or cancelled: the loop finds out which
-            message = "the run exited 0" if code == 0 else f"the run exited with code {code}"
-            record: JobRecord = client.call_through_restart("finished", ref.id, code == 0, message,
-                                                            int(info["attempt"]))
-            if record.state.is_terminal:
-                return record
-            say(f"{ref.id} is {record.state.value}: {record.reason}")
+        with client.acting_as(user, token):
+            return _drive(ref, on_wait, poll_s, token)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _drive(ref: Any, on_wait: Callable[[QueueEntry | None, JobRecord], None] | None, poll_s: float,
+           token: str) -> JobRecord:
+    """Wait for each admission, run the attempt in a child driver, report its end; the final record."""
+    while True:
+        info = _wait_admitted(ref.id, on_wait, poll_s)
+        if info is None:
+            return client.call_through_restart("status", ref.id)
+        code, current = _run_attempt(ref.id, int(info["attempt"]), token)
+        if not current:
+            continue  # preempted (back in the queue) or cancelled: the loop finds out which
+        message = "the run exited 0" if code == 0 else f"the run exited with code {code}"
+        record: JobRecord = client.call_through_restart("finished", ref.id, code == 0, message,
+                                                        int(info["attempt"]))
+        if record.state.is_terminal:
+            return record
+        say(f"{ref.id} is {record.state.value}: {record.reason}")
 
 
 run = run_file  # cuberay.run(...): the Python spelling of `cuberay run FILE`
@@ -224,7 +234,7 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
         if seen != last:
             last = seen
             if on_wait is not None:
-                record = client.call_through_restart("status", job_id, client.current_user())
+                record = client.call_through_restart("status", job_id)
                 entry = next((e for e in client.call_through_restart("queue", record.tenant)
                               if e.job_id == job_id), None)
                 if record.state.is_waiting and (entry is None or entry.state.is_waiting):
@@ -235,11 +245,12 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
         time.sleep(poll_s)
 
 
-def _run_attempt(job_id: str, attempt: int) -> tuple[int, bool]:
+def _run_attempt(job_id: str, attempt: int, token: str) -> tuple[int, bool]:
     """Run one attempt in a child driver; (exit code, whether the attempt was still current at its end)."""
     import ray
 
-    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, TOKEN_ENV: token,
+           USER_ENV: client.caller().user}
     child = subprocess.Popen([sys.executable, "-m", "cuberay.run", job_id], env=env, start_new_session=True)
     try:
         while True:
@@ -258,15 +269,9 @@ def _run_attempt(job_id: str, attempt: int) -> tuple[int, bool]:
 
 
 def _stop(child: subprocess.Popen) -> int:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            return child.wait(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            continue
+    from cuberay.train.process import kill_group
+
+    kill_group(child.pid, KILL_GRACE_S, wait=child)
     return child.wait()
 
 

@@ -110,7 +110,8 @@ def _change(record: Any, app: ServeApp, user: str, action: str, weights: dict, n
     new = with_traffic(config, weights=dict(weights))
     deploy.apply(new)
     deploy.wait_traffic(app.serve_name, traffic_of(new))
-    client._call("serve_change", record.id, user, action, dict(weights), note)
+    with client.acting_as(user):
+        client._call("serve_change", record.id, action, dict(weights), note)
 
 
 def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = None,
@@ -167,5 +168,5 @@ def delete(name: str, tenant: str | None = None) -> Any:
         time.sleep(0.5)
     if deploy.app_status(app.serve_name) is not None:
         deploy.remove(app.serve_name)
-    client._call("serve_change", record.id, client.current_user(), "delete", {}, "app deleted, quota freed")
+    client._call("serve_change", record.id, "delete", {}, "app deleted, quota freed")
     return ended

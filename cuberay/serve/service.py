@@ -94,7 +94,7 @@ def run_service(app: ServeApp, ctx: dict[str, Any], call: Call, say: Callable[[s
         deploy.wait_running(app.serve_name)
         weights = (entry.get("deployments") or [{}])[0].get("user_config", {}).get("weights") or app.spec.weights()
         if previous is None:
-            call("serve_change", record.id, record.user, "deploy", weights,
+            call("serve_change", record.id, "deploy", weights,
                  f"attempt {ctx['attempt']} on {len(set(ctx['node_ids']))} node(s)")
         say(f"serving {app.serve_name} at {app.spec.route_prefix} with weights {weights}")
         nodes = list(ctx["node_ids"])

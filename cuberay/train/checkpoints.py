@@ -2,9 +2,8 @@
 
 Ray Train V2 calls a ``UserCallback``'s ``after_report`` in its own controller
 actor once every worker has reported; when the report carries a checkpoint,
-this one sends the time to the cuberay controller (fire and forget: a lost
-report only makes preemption count from the run's start, as for a job that
-never checkpoints).
+this one sends the time to the cuberay controller (a lost report only makes
+preemption count from the run's start, as for a job that never checkpoints).
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ import logging
 import time
 from typing import Any
 
-import ray
 from ray.train import UserCallback
 
-from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
+from cuberay.platform import client
 
 log = logging.getLogger("cuberay.train")
 
@@ -32,7 +30,7 @@ class CheckpointReporter(UserCallback):
         if checkpoint is None:
             return
         try:
-            controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
-            controller.checkpointed.remote(self.job_id, self.attempt, time.time())
+            # Through the client: the call carries this job's driver secret (from the job's environment).
+            client._call("checkpointed", self.job_id, self.attempt, time.time(), timeout=10)
         except Exception as err:  # noqa: BLE001 - never fail training over bookkeeping
             log.warning("could not report the checkpoint of %s to the controller: %s", self.job_id, err)

@@ -66,13 +66,11 @@ class PeakSampler:
 
 def report(job_id: str, worker: int, cpu: float, memory_gib: float) -> None:
     """Send one worker's peaks to the controller (errors are logged: a lost sample only delays correction)."""
-    import ray
-
-    from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
+    from cuberay.platform import client
 
     try:
-        controller = ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
-        # Waited for (briefly): a driver that exits right after would otherwise drop the call.
-        ray.get(controller.usage.remote(job_id, worker, cpu, memory_gib), timeout=10)
+        # Waited for (briefly): a driver that exits right after would otherwise drop the call. Through the
+        # client, so it carries the job's driver secret (from the job's environment).
+        client._call("usage", job_id, worker, cpu, memory_gib, timeout=10)
     except Exception as err:  # noqa: BLE001 - never fail a run over bookkeeping
         log.warning("could not report the resource use of %s to the controller: %s", job_id, err)

@@ -39,7 +39,7 @@ def job(name: str, *, gpu: str = "4", sleep_s: float = 2, max_failures: int = 0)
 
 
 def ctl(platform, method: str, *args: Any) -> Any:
-    return ray.get(getattr(platform.controller, method).remote(*args), timeout=30)
+    return ray.get(getattr(platform.controller, method).remote(client.caller(), *args), timeout=30)
 
 
 def _answering(platform, old_pid: int) -> bool:

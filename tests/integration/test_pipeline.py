@@ -28,7 +28,7 @@ def task(command: str) -> dict:
 
 
 def node_of(job_id: str) -> str:
-    admitted = [e.message for e in ray.get(_controller().events.remote(job_id, None)) if e.kind == "admitted"]
+    admitted = [e.message for e in ray.get(_controller().events.remote(client.caller(), job_id, None)) if e.kind == "admitted"]
     return re.search(r"on node\(s\) (\S+)", admitted[-1]).group(1)
 
 
@@ -98,7 +98,7 @@ def test_a_run_survives_a_controller_restart_without_rerunning_finished_steps(pl
         return second.job_id and client.status(second.job_id).state == JobState.RUNNING
 
     wait_for(second_running, 120, "the second step's job to run")
-    old_pid = ray.get(platform.controller.ping.remote())["pid"]
+    old_pid = ray.get(platform.controller.ping.remote(client.caller()))["pid"]
     ray.kill(platform.controller, no_restart=False)  # the process dies; Ray restarts the detached actor
     wait_for(lambda: _restarted(platform, old_pid), 60, "the restarted controller")
 
@@ -112,7 +112,7 @@ def test_a_run_survives_a_controller_restart_without_rerunning_finished_steps(pl
 
 def _restarted(platform, old_pid: int) -> bool:
     try:
-        info = ray.get(platform.controller.ping.remote(), timeout=10)
+        info = ray.get(platform.controller.ping.remote(client.caller()), timeout=10)
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
         return False
     return info["pid"] != old_pid and info["ticks"] > 0

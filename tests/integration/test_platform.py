@@ -69,7 +69,7 @@ def gpu_placement_groups(state: str = "CREATED") -> list[dict]:
 
 
 def ctl(platform, method: str, *args: Any) -> Any:
-    return ray.get(getattr(platform.controller, method).remote(*args), timeout=60)
+    return ray.get(getattr(platform.controller, method).remote(client.caller(), *args), timeout=60)
 
 
 def wait_states(job_ids: list[str], states: set[JobState], timeout: float) -> dict[str, Any]:
@@ -271,4 +271,4 @@ def test_driver_cap_keeps_admitted_jobs_waiting_for_a_slot(platform, ray_cluster
     assert [client.status(j).state for j in ids] == [JobState.SUCCEEDED] * 2
     assert most_drivers == 1, "never more Ray Job drivers alive than max_drivers"
     assert saw_slot_wait, "the second job waited for a driver slot while admitted"
-    assert ray.get(handle.ping.remote())["drivers"]["max_drivers"] == 1
+    assert ray.get(handle.ping.remote(client.caller()))["drivers"]["max_drivers"] == 1

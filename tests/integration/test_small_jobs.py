@@ -110,19 +110,19 @@ def test_a_small_job_survives_a_controller_restart(platform, tmp_path: Path) -> 
     ref = client.submit(small("survivor", f"touch {marker}; exec sleep 600"), "a")
     wait_for(marker.exists, 60, "the small job to start")
     controller = client.connect()
-    old_pid = ray.get(controller.ping.remote(), timeout=60)["pid"]
+    old_pid = ray.get(controller.ping.remote(client.caller()), timeout=60)["pid"]
     ray.kill(controller, no_restart=False)
 
     def restarted() -> bool:
         try:
-            info = ray.get(controller.ping.remote(), timeout=30)
+            info = ray.get(controller.ping.remote(client.caller()), timeout=30)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
             return False
         return info["pid"] != old_pid and info["ticks"] > 0
 
     wait_for(restarted, 60, "the restarted controller to run a cycle")
     assert client.status(ref.id).state == JobState.RUNNING
-    assert ray.get(controller.ping.remote(), timeout=30)["drivers"]["small"] == 1
+    assert ray.get(controller.ping.remote(client.caller()), timeout=30)["drivers"]["small"] == 1
     assert client.cancel(ref.id).state == JobState.CANCELLED
 
 

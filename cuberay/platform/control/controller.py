@@ -40,13 +40,15 @@ from typing import Any, Mapping
 import ray
 from ray._private import state as ray_state
 
-from cuberay.errors import AdmissionError, CuberayError
-from cuberay.platform.control import access, ids
+from cuberay.errors import CuberayError
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control import ids
 from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
+from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.following import Following
+from cuberay.platform.control.guard import Guard, Principal
 from cuberay.platform.control.heap import HeapKeeper
 from cuberay.platform.control.launcher import (
     Launcher,
@@ -86,13 +88,14 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
     """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
     come from the :class:`Views` and :class:`DriverAPI` mixins."""
 
-    async def __init__(self, platform: Mapping[str, Any]) -> None:
+    async def __init__(self, platform: Mapping[str, Any], installer: str | None = None) -> None:
         # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
         self.platform = load_platform(persisted() or dict(platform))
         self.interval_s = self.platform.spec.scheduler.cycle_interval_s
         self.platform.storage_path().mkdir(parents=True, exist_ok=True)
         self.store = Store(self.platform.database_url())
         self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in self.platform.tenants})
+        self.guard = Guard(lambda: self.platform, self.store, installer)  # every public method's rule
         self.seq_floor = ids.ray_floor()  # job ids stay unique on this cluster across database resets
         self.ledger = Ledger()
         self.state = ClusterState(self.ledger, tenant_quotas(self.platform), platform_policy(self.platform))
@@ -103,12 +106,13 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
         self._wake = asyncio.Event()
         self.drivers = Drivers(Launcher(cluster_dashboard_url(),
                                         max_drivers=self.platform.spec.scheduler.max_drivers),
-                               SmallRuns(self.tenant_storage, self._wake.set,
+                               SmallRuns(self._tenant_storage, self._wake.set,
                                          ray.get_runtime_context().get_node_id())
                                if self.platform.spec.scheduler.small_jobs else None)
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0
+        self._stopping = False              # `cuberay down` is stopping the platform: admit nothing more
         self._lock = asyncio.Lock()         # ticks, and calls that end or change running jobs
         self._submit_lock = asyncio.Lock()  # submits: queue a job without waiting for a tick
         self._ticks = 0
@@ -243,6 +247,8 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
     # ------------------------------------------------------------------ admission
 
     def _cycle(self, now: float) -> None:
+        if self._stopping:
+            return
         cycle = schedule(self.state, now)
         self.waits = dict(cycle.waits)
         if not cycle.complete:  # stopped at its time budget: the next tick continues without waiting
@@ -332,7 +338,7 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
             fields["attained_gpu_s"] = attained
         return self.store.update_job(job_id, event=(state.value.lower(), message), **fields)
 
-    def tenant_storage(self, tenant: str) -> Path:
+    def _tenant_storage(self, tenant: str) -> Path:
         """A tenant's storage folder: checkpoints, Tune results and small jobs' logs."""
         spec = self.platform.tenant(tenant)
         return Path(spec.storage or self.platform.storage_path() / spec.name).expanduser()
@@ -349,28 +355,34 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
 
     # ------------------------------------------------------------------ API: jobs
 
-    async def cancel(self, ref: str, user: str | None, why: str | None = None) -> JobRecord:
-        """Cancel as ``user`` (checked), or as the platform itself (``user`` None, e.g. a pipeline) for ``why``.
+    @endpoint
+    async def cancel(self, who: Principal, ref: str, why: str | None = None) -> JobRecord:
+        """Cancel the job ``ref`` names; ``why`` (a platform component's reason) replaces "by <user>".
 
         Without the admission lock: everything up to the driver's stop is synchronous (the store has CANCELLED,
         the allocation is free), so it cannot interleave with a tick halfway; the stop, a Ray call, is awaited
         here, and a driver a tick was starting at that moment is stopped by that tick.
         """
-        rec = self.store.find_job(ref)
-        self._authorize(rec, user, access.CANCEL)
+        rec = self.store.get_job(who.target.id)
         if rec.state.is_terminal:
             return rec
         self._stop_for_end(rec)
-        ended = self._end(rec.id, JobState.CANCELLED, f"cancelled by {why or user}", time.time())
+        by = why if who.is_platform and why else f"by {who.user}"  # a component's reason, else who asked
+        ended = self._end(rec.id, JobState.CANCELLED, f"cancelled {by}", time.time())
         await self.drivers.stop_pending()
         return ended
 
-    def _authorize(self, rec: JobRecord, user: str | None, action: str) -> None:
-        """AdmissionError (exit 3), written to the event log, when ``user`` may not act on ``rec``.
-
-        ``user`` None is the platform's own call (drivers, tests on the actor), which names no user.
-        """
-        problem = None if user is None else access.denial(self.platform, rec, user, action)
-        if problem:
-            self.store.add_event("denied", problem, rec.id)
-            raise AdmissionError(problem)
+    @endpoint
+    async def shutdown(self, who: Principal) -> list[str]:
+        """The platform is about to stop (``cuberay down``): admit nothing more, stop every driver and put each
+        job that held resources back in the queue, so none is left RUNNING; the next start runs them again."""
+        async with self._lock:
+            self._stopping = True
+            now = time.time()
+            requeued = [job_id for job_id in list(self.state.running)]
+            for job_id in requeued:
+                self._requeue(job_id, f"the platform was stopped by {who.user}", now, preempted=True)
+            await self.drivers.stop_pending()
+            self.store.add_event("platform_stopped", f"by {who.user}: {len(requeued)} job(s) back in the queue")
+            self._publish()
+            return requeued

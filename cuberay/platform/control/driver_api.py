@@ -3,16 +3,18 @@
 A mixin of :class:`cuberay.platform.control.controller.Controller`. The launcher's
 drivers (``python -m cuberay.run <job-id>``) and external drivers (``ray job submit
 -- cuberay run FILE``) call these; an external driver's calls double as heartbeats.
+Only the job's own driver may: each call carries its attempt's secret (control/guard.py).
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from cuberay.errors import CuberayError
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control.endpoint import endpoint
+from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 
@@ -20,7 +22,8 @@ from cuberay.platform.policy.states import JobState
 class DriverAPI:
     """Drivers' calls; the controller supplies store, state, waits, drivers, platform, _lock, _end and _failed."""
 
-    async def admission(self, job_id: str) -> dict[str, Any]:
+    @endpoint
+    async def admission(self, who: Principal, job_id: str) -> dict[str, Any]:
         """For an external driver (and a heartbeat from it): state, queue position, reason, attempt."""
         rec = self.store.get_job(job_id)
         if rec.driver == "external" and not rec.state.is_terminal:
@@ -30,7 +33,8 @@ class DriverAPI:
         reason = self.waits.get(job_id) or rec.message or rec.reason
         return {"state": rec.state.value, "position": position, "reason": reason, "attempt": rec.attempts}
 
-    async def job_context(self, job_id: str, submission_id: str | None = None) -> dict[str, Any]:
+    @endpoint
+    async def job_context(self, who: Principal, job_id: str, submission_id: str | None = None) -> dict[str, Any]:
         """What a driver needs to run the job's current attempt; marks an external job RUNNING."""
         rec = self.store.get_job(job_id)
         if not rec.state.holds_resources:
@@ -45,14 +49,13 @@ class DriverAPI:
                 rec = self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
                                             reason="running in its external driver",
                                             event=("started", "external driver started its run"))
-        tenant = self.platform.tenant(rec.tenant)
         run_id = rec.submission_id or f"{job_id}-{rec.attempts}"
         return {"record": rec, "spec": rec.spec, "node_ids": conv.node_ids_of(rec.allocation),
                 "identity": conv.identity(rec, run_id), "attempt": rec.attempts,
-                "storage_path": str(Path(tenant.storage or self.platform.storage_path() / tenant.name)
-                                    .expanduser())}
+                "storage_path": str(self._tenant_storage(rec.tenant))}
 
-    async def allocation(self, job_id: str, attempt: int) -> dict[str, Any]:
+    @endpoint
+    async def allocation(self, who: Principal, job_id: str, attempt: int) -> dict[str, Any]:
         """A running driver's poll: the attempt's current nodes (they change when admission resizes it) and
         its last checkpoint time; ``current`` False when the attempt is no longer the job's."""
         rec = self.store.get_job(job_id)
@@ -62,20 +65,24 @@ class DriverAPI:
         return {"current": current, "node_ids": conv.node_ids_of(rec.allocation) if current else [],
                 "checkpoint_time": rec.checkpoint_time}
 
-    async def resized(self, job_id: str, attempt: int, workers: int, note: str) -> None:
+    @endpoint
+    async def resized(self, who: Principal, job_id: str, attempt: int, workers: int, note: str) -> None:
         """A driver applied a resize (restarted its worker group, re-pinned its replicas): an event."""
         rec = self.store.get_job(job_id)
         if rec.attempts == attempt:
             self.store.add_event("resize_applied", f"{workers} worker(s): {note}", job_id)
 
-    async def job_report(self, job_id: str, attempt: int, text: str, final: bool = False) -> JobRecord:
+    @endpoint
+    async def job_report(self, who: Principal, job_id: str, attempt: int, text: str, final: bool = False) -> JobRecord:
         """A running driver's progress (into reason) or result (into message, kept when it succeeds)."""
         rec = self.store.get_job(job_id)
         if not rec.state.holds_resources or attempt != rec.attempts:
             return rec  # a stale attempt
         return self.store.update_job(job_id, **({"message": text} if final else {"reason": text}))
 
-    async def finished(self, job_id: str, ok: bool, message: str = "", attempt: int | None = None) -> JobRecord:
+    @endpoint
+    async def finished(self, who: Principal, job_id: str, ok: bool, message: str = "",
+                       attempt: int | None = None) -> JobRecord:
         """An external driver's report of its run's end."""
         async with self._lock:
             rec = self.store.get_job(job_id)
@@ -90,7 +97,8 @@ class DriverAPI:
             self._failed(rec, message or "driver reported failure", now)
             return self.store.get_job(job_id)
 
-    async def checkpointed(self, job_id: str, attempt: int, when: float | None = None) -> None:
+    @endpoint
+    async def checkpointed(self, who: Principal, job_id: str, attempt: int, when: float | None = None) -> None:
         """A running attempt saved a checkpoint: a preemption now loses only the work since ``when``.
 
         Preemption picks its victims by least work lost, so the time matters; a job that never reports one
@@ -105,7 +113,8 @@ class DriverAPI:
             run.checkpoint_time = when
             self.store.update_job(job_id, checkpoint_time=when)
 
-    async def usage(self, job_id: str, worker: int, cpu: float, memory_gib: float) -> None:
+    @endpoint
+    async def usage(self, who: Principal, job_id: str, worker: int, cpu: float, memory_gib: float) -> None:
         """One worker's peak cores and GiB in the current attempt (automatic resource correction reads them)."""
         async with self._lock:
             rec = self.store.get_job(job_id)

@@ -21,6 +21,7 @@ from typing import Any
 import ray
 
 from cuberay.errors import CuberayError, NotFoundError, PlatformNotRunningError
+from cuberay.platform.api import TOKEN_ENV, USER_ENV
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.launcher import TERMINAL, Launcher
 from cuberay.platform.control.small import SmallRuns, is_small
@@ -118,8 +119,9 @@ class Drivers:
             return f"Ray task {self.small.names.get(sid, sid)}"
         return f"Ray Job {sid}"
 
-    async def start(self, sid: str, rec: JobRecord) -> None:
-        """Submit the Ray Job (or a small job's Ray task) of one attempt.
+    async def start(self, sid: str, rec: JobRecord, token: str) -> None:
+        """Submit the Ray Job (or a small job's Ray task) of one attempt; ``token`` is the attempt's secret,
+        which reaches the driver (and every process of its Ray Job) only through its environment.
 
         Raises CuberayError; PlatformNotRunningError: retry later.
         """
@@ -139,7 +141,7 @@ class Drivers:
             self.launcher.start, sid, driver_entrypoint(rec.id),
             metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
                       "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
-            runtime_env=spec.get("runtime_env") or None, env=spec.get("env") or None,
+            runtime_env=spec.get("runtime_env") or None, env={**(spec.get("env") or {}), TOKEN_ENV: token, USER_ENV: rec.user},
             driver_resources=driver_resources(spec.get("env") or {}))
         self.by_sid[sid] = rec.id
         self.awaiting.pop(rec.id, None)

@@ -12,6 +12,7 @@ import time
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control.guard import new_driver_token, token_hash
 from cuberay.platform.control.launcher import STOPPED, SUCCEEDED, TERMINAL
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -36,9 +37,11 @@ class Following:
                 return
             rec = self.store.get_job(job_id)
             sid = conv.submission_id(job_id, rec.attempts)
-            rec = self.store.update_job(job_id, submission_id=sid)  # first, so a fast driver finds its id
+            token = new_driver_token()  # the attempt's secret: the store keeps only its hash
+            # First, so a fast driver finds its id and its secret is known.
+            rec = self.store.update_job(job_id, submission_id=sid, driver_token=token_hash(token))
             try:
-                await self.drivers.start(sid, rec)
+                await self.drivers.start(sid, rec, token)
             except PlatformNotRunningError as err:
                 log.warning("cannot start %s yet: %s", job_id, err)
                 return  # the dashboard is away; the next tick retries

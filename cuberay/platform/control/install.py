@@ -14,6 +14,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.api import Caller
 from cuberay.platform.control import reloading, small
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
@@ -35,8 +36,11 @@ def find() -> Any | None:
         return None
 
 
-def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: float = 120.0) -> Any:
-    """Create the detached controller on the head node (or return the running one); waits until it answers."""
+def install(platform: Mapping[str, Any], *, installer: str, replace: bool = False, timeout_s: float = 120.0) -> Any:
+    """Create the detached controller on the head node (or return the running one); waits until it answers.
+
+    ``installer`` (who starts it) is one of the platform's admins (docs/security.md).
+    """
     if replace:
         uninstall(timeout_s=timeout_s)
     if find() is None:  # a fresh controller starts from ``platform``, not from an earlier one's live reload
@@ -46,9 +50,9 @@ def install(platform: Mapping[str, Any], *, replace: bool = False, timeout_s: fl
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))
-    handle = actor.remote(dict(platform))
+    handle = actor.remote(dict(platform), installer)
     try:
-        ray.get(handle.ping.remote(), timeout=timeout_s)
+        ray.get(handle.ping.remote(Caller(user=installer)), timeout=timeout_s)
     except ray.exceptions.RayTaskError as err:
         cause = getattr(err, "cause", None)
         raise (cause if isinstance(cause, CuberayError) else err) from None

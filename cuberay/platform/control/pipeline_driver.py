@@ -74,12 +74,14 @@ class PipelineDriver:
     """Pipelines of one platform. ``jobs`` is the controller (async submit/cancel); None records only."""
 
     def __init__(self, store: Store, platform: Platform, jobs: Any = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, caller: Callable[[str], Any] | None = None) -> None:
         self.store = store
         self.book = PipelineStore(store)
         self.platform = platform
         self.jobs = jobs
         self.clock = clock
+        # The jobs API's caller for a step of a run of ``user``: the platform's own credential, acting for them.
+        self.caller = caller or (lambda user: {"user": user})
 
     # ------------------------------------------------------------------ API
 
@@ -121,12 +123,12 @@ class PipelineDriver:
             return run
         return await self._end_run(run, RunState.CANCELLED, f"cancelled by {user}")
 
-    def find_run(self, ref: str) -> RunRecord:
-        """A run by id, else the latest run of the pipeline named ``ref``."""
+    def find_run(self, ref: str, tenants: set[str] | None = None) -> RunRecord:
+        """A run by id, else the latest run of the pipeline named ``ref`` (in ``tenants``, if given)."""
         try:
             return self.book.get_run(ref)
         except NotFoundError:
-            runs = [r for r in self.book.runs() if r.pipeline == ref]
+            runs = [r for r in self.book.runs() if r.pipeline == ref and (tenants is None or r.tenant in tenants)]
             if not runs:
                 raise
             return max(runs, key=lambda r: (r.seq, r.create_time))
@@ -222,7 +224,7 @@ class PipelineDriver:
             reason = f"attempt {step.attempt} timed out: ran {now - job.start_time:.0f}s, its timeout is " \
                      f"{spec_step.timeout_s:g}s"
             self.book.update_step(run.id, step.name, message=reason)
-            await self.jobs.cancel(job.id, None, f"pipeline {pipe.name} (step timeout)")
+            await self.jobs.cancel(self.caller(run.user), job.id, f"by pipeline {pipe.name} (step timeout)")
             return self._failed(run, spec_step, step, reason)
         if job.state == JobState.SUCCEEDED or (job.kind == "ServeApp" and job.state == JobState.RUNNING):
             values = read_outputs(self._step_dir(run, step.name))
@@ -269,7 +271,8 @@ class PipelineDriver:
         step = self.book.update_step(run.id, step.name, state=StepState.RUNNING, attempt=attempt, job_id=None,
                                      start_time=None, message=f"attempt {attempt}: submitting")
         try:
-            record: JobRecord = await self.jobs.submit(job.model_dump(mode="json"), run.tenant, run.user)
+            record: JobRecord = await self.jobs.submit(self.caller(run.user), job.model_dump(mode="json"),
+                                                       run.tenant)
         except CuberayError as exc:
             return self._failed(run, spec_step, step, f"attempt {attempt} was refused: {exc}")
         return self.book.update_step(run.id, step.name, job_id=record.id, job_ids=[*step.job_ids, record.id],
@@ -291,7 +294,7 @@ class PipelineDriver:
                 continue
             self.book.update_step(run.id, step.name, state=StepState.CANCELLED, message=why, end_time=self.clock())
             if step.job_id and self.jobs is not None:
-                await self.jobs.cancel(step.job_id, None, f"pipeline run {run.id} ended ({why})")
+                await self.jobs.cancel(self.caller(run.user), step.job_id, f"by pipeline run {run.id} ({why})")
         self.store.add_event("pipeline", f"run {run.id} {state.value}: {why}")
         return self.book.update_run(run.id, state=state, end_time=self.clock(), message=why)
 

@@ -18,9 +18,12 @@ from typing import Any, Mapping
 
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control.endpoint import endpoint
+from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.ids import KV_NAMESPACE
 from cuberay.platform.policy.fit import platform_policy, tenant_quotas
 from cuberay.platform.spec import Platform, load_platform, load_spec
+from cuberay.platform.spec.platform_file import masked_url
 
 _KEY = b"platform/reloaded"
 
@@ -51,8 +54,8 @@ def changes(old: Platform, new: Platform, active: Mapping[str, int], usage: Mapp
     """What the reload changes, in words; SpecError/AdmissionError when it cannot apply to what runs."""
     for field in ("storage", "database"):
         if getattr(old.spec, field) != getattr(new.spec, field):
-            raise SpecError(f"spec.{field} changed from {getattr(old.spec, field)!r} to "
-                            f"{getattr(new.spec, field)!r}; it holds the queue and history, so it cannot move "
+            before, after = (masked_url(getattr(p.spec, field)) for p in (old, new))
+            raise SpecError(f"spec.{field} changed from {before!r} to {after!r}; it holds the queue and history, so it cannot move "
                             f"while the controller runs: change it back, or stop the platform (`cuberay down`) "
                             f"and start it with the new file", path=f"spec.{field}")
     before = {t.name: t for t in old.tenants}
@@ -83,7 +86,8 @@ def changes(old: Platform, new: Platform, active: Mapping[str, int], usage: Mapp
 class Reload:
     """The controller's reload call; it supplies platform, state, store, drivers, _lock, _submit_lock, _wake and interval_s."""
 
-    async def reload(self, platform: Mapping[str, Any], user: str = "") -> list[str]:
+    @endpoint
+    async def reload(self, who: Principal, platform: Mapping[str, Any]) -> list[str]:
         """Apply an edited platform file to the running controller; returns what changed."""
         new = load_platform(dict(platform))
         async with self._submit_lock, self._lock:  # no submit sees half of the old tenants and half the new
@@ -95,7 +99,7 @@ class Reload:
                 return summary
             self._apply_platform(new)
             persist(new)
-            self.store.add_event("platform_reloaded", f"by {user or 'an admin'}: {'; '.join(summary)}")
+            self.store.add_event("platform_reloaded", f"by {who.user}: {'; '.join(summary)}")
             self._wake.set()
             return summary
 

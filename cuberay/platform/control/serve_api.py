@@ -6,10 +6,11 @@ A mixin of :class:`cuberay.platform.control.controller.Controller` (it supplies
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from cuberay.errors import NotFoundError
+from cuberay.platform.control.endpoint import endpoint
+from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.store import ServeChangeRecord
 from cuberay.platform.policy.states import JobState
 
@@ -17,7 +18,8 @@ from cuberay.platform.policy.states import JobState
 class ServeAPI:
     """Calls made by `cuberay serve` and by a ServeApp's driver."""
 
-    async def train_run(self, tenant: str, job: str | None = None, run: str | None = None,
+    @endpoint
+    async def train_run(self, who: Principal, tenant: str, job: str | None = None, run: str | None = None,
                         previous: int = 0) -> dict[str, Any]:
         """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
         done = [r for r in self.store.list_jobs(tenant, [JobState.SUCCEEDED]) if r.kind == "TrainJob"
@@ -30,17 +32,18 @@ class ServeAPI:
                                 f"{f' minus {previous}' if previous else ''}); train it first with `cuberay "
                                 f"submit`, or name a run id that SUCCEEDED (`cuberay queue` lists jobs)")
         rec = done[previous]
-        t = self.platform.tenant(tenant)
-        storage = Path(t.storage or self.platform.storage_path() / t.name).expanduser()
         spec = rec.spec.get("spec") or {}
         return {"id": rec.id, "config": spec.get("config") or {}, "entrypoint": spec.get("entrypoint"),
-                "storage_path": str(storage)}
+                "storage_path": str(self._tenant_storage(tenant))}
 
-    async def serve_change(self, app: str, user: str, action: str, weights: dict[str, float],
+    @endpoint
+    async def serve_change(self, who: Principal, app: str, action: str, weights: dict[str, float],
                            note: str = "") -> ServeChangeRecord:
         """Record a traffic change of a serving app (deploy, rollout step, rollback, delete)."""
-        self.store.add_event("serve", f"{action} by {user}: {weights}" + (f" ({note})" if note else ""), app)
-        return self.store.add_serve_change(app, user, action, weights, note)
+        app = who.target.id
+        self.store.add_event("serve", f"{action} by {who.user}: {weights}" + (f" ({note})" if note else ""), app)
+        return self.store.add_serve_change(app, who.user, action, weights, note)
 
-    async def serve_history(self, app: str, limit: int | None = 100) -> list[ServeChangeRecord]:
-        return self.store.serve_changes(app, limit)
+    @endpoint
+    async def serve_history(self, who: Principal, app: str, limit: int | None = 100) -> list[ServeChangeRecord]:
+        return self.store.serve_changes(who.target.id, limit)

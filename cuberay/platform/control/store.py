@@ -114,6 +114,7 @@ class ServeChangeRecord(BaseModel):
 
 
 _JOB_FIELDS = frozenset(JobRecord.model_fields)
+_ROW_ONLY = frozenset({"driver_token"})  # the SHA-256 of the driver's secret (control/guard.py)
 _TERMINAL_DONE = (JobState.SUCCEEDED.value, JobState.FAILED.value)
 
 
@@ -168,7 +169,7 @@ class Store:
     """The controller's database. One instance per process; each call is one transaction."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        self._url = url
         self._engine = _make_engine(url)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._where = self._engine.url.render_as_string(hide_password=True)
@@ -177,6 +178,14 @@ class Store:
         except BaseException:
             self._engine.dispose()
             raise
+
+    @property
+    def masked_url(self) -> str:
+        """The database URL with its password masked: what any message or answer may show."""
+        return self._where
+
+    def __repr__(self) -> str:
+        return f"Store({self._where!r})"
 
     def close(self) -> None:
         self._engine.dispose()
@@ -225,11 +234,12 @@ class Store:
             row = session.scalar(query)
             return None if row is None else JobRecord.model_validate(row)
 
-    def add_job(self, record: JobRecord, events: Iterable[tuple[str, str]] = ()) -> None:
-        """A new job and its events (kind, message), in one transaction."""
+    def add_job(self, record: JobRecord, events: Iterable[tuple[str, str]] = (),
+                driver_token: str | None = None) -> None:
+        """A new job and its events (kind, message), in one transaction; ``driver_token``: its driver's hash."""
         try:
             with self._sessions.begin() as session:
-                session.add(JobRow(**_row_values(record)))
+                session.add(JobRow(**_row_values(record), driver_token=driver_token))
                 now = _now()
                 session.add_all(EventRow(time=now, job_id=record.id, kind=kind, message=message)
                                 for kind, message in events)
@@ -262,6 +272,7 @@ class Store:
         ``event`` (kind, message) is recorded for the job in the same transaction: a state change and the
         event that explains it are stored together or not at all, with one commit (one ``fsync``) for both.
         """
+        row_only = {k: fields.pop(k) for k in _ROW_ONLY & set(fields)}  # stored, never handed to callers
         unknown = sorted(set(fields) - (_JOB_FIELDS - {"id"}))
         if unknown:
             raise TypeError(f"update_job() cannot set {', '.join(unknown)}; settable fields are "
@@ -275,6 +286,8 @@ class Store:
             values = _row_values(updated)
             for key in fields:
                 setattr(row, key, values[key])
+            for key, value in row_only.items():
+                setattr(row, key, value)
             if event is not None:
                 session.add(EventRow(time=_now(), job_id=job_id, kind=event[0], message=event[1]))
             return updated
@@ -287,32 +300,40 @@ class Store:
             return JobRecord.model_validate(row)
 
     def find_job(self, ref: str) -> JobRecord:
-        """The job whose id is ``ref``, else the one job named ``ref``.
+        """The job whose id is ``ref``, else the one job named ``ref`` (see :func:`pick_named`)."""
+        try:
+            return self.get_job(ref)
+        except NotFoundError:
+            return pick_named(ref, self.jobs_named(ref))
 
-        A name is looked up among unfinished jobs first, then among all jobs;
-        several matches raise :class:`AmbiguousJobError` listing them.
-        """
+    def jobs_named(self, name: str) -> list[JobRecord]:
+        """Every job called ``name``, oldest first."""
         with self._sessions() as session:
-            row = session.get(JobRow, ref)
-            if row is not None:
-                return JobRecord.model_validate(row)
-            named = [JobRecord.model_validate(r) for r in session.scalars(
-                select(JobRow).where(JobRow.name == ref).order_by(JobRow.submit_time, JobRow.id))]
-        for candidates in ([r for r in named if not r.state.is_terminal], named):
-            if len(candidates) == 1:
-                return candidates[0]
-            if len(candidates) > 1:
-                listing = ", ".join(f"{r.id} ({r.state.value})" for r in candidates)
-                raise AmbiguousJobError(
-                    f"job name {ref!r} matches {len(candidates)} jobs: {listing}; give the full job id")
-        raise NotFoundError(f"no job has the id or name {ref!r}; list jobs and their ids with `cuberay queue`")
+            return [JobRecord.model_validate(r) for r in session.scalars(
+                select(JobRow).where(JobRow.name == name).order_by(JobRow.submit_time, JobRow.id))]
+
+    def has_job(self, job_id: str) -> bool:
+        with self._sessions() as session:
+            return session.get(JobRow, job_id) is not None
+
+    def job_of_token(self, digest: str) -> JobRecord | None:
+        """The job whose current driver secret has SHA-256 ``digest`` (control/guard.py), if any."""
+        with self._sessions() as session:
+            row = session.scalar(select(JobRow).where(JobRow.driver_token == digest))
+            return None if row is None else JobRecord.model_validate(row)
 
     def list_jobs(self, tenant: str | None = None, states: Iterable[JobState | str] | None = None,
-                  limit: int | None = None) -> list[JobRecord]:
-        """Jobs ordered by submit time; with ``limit``, the most recently submitted ``limit`` of them."""
+                  limit: int | None = None, visible: tuple[set[str], str] | None = None) -> list[JobRecord]:
+        """Jobs ordered by submit time; with ``limit``, the most recently submitted ``limit`` of them.
+
+        ``visible`` (tenants, user): only jobs of those tenants or submitted by that user.
+        """
         query = select(JobRow)
         if tenant is not None:
             query = query.where(JobRow.tenant == tenant)
+        if visible is not None:
+            tenants, user = visible
+            query = query.where(JobRow.tenant.in_(sorted(tenants)) | (JobRow.user == user))
         if states is not None:
             query = query.where(JobRow.state.in_([JobState(s).value for s in states]))
         return [JobRecord.model_validate(r) for r in self._latest(query, JobRow.submit_time, JobRow.id, limit)]
@@ -334,11 +355,20 @@ class Store:
             session.flush()
             return EventRecord.model_validate(row)
 
-    def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
-        """The latest ``limit`` events (of one job if given), oldest first."""
+    def events(self, job_id: str | None = None, limit: int | None = 100,
+               visible: tuple[set[str], str] | None = None) -> list[EventRecord]:
+        """The latest ``limit`` events (of one job if given), oldest first.
+
+        ``visible`` (tenants, user): only events of jobs of those tenants or submitted by that user (events
+        about no job, such as nodes joining, are left out).
+        """
         query = select(EventRow)
         if job_id is not None:
             query = query.where(EventRow.job_id == job_id)
+        if visible is not None:
+            tenants, user = visible
+            jobs = select(JobRow.id).where(JobRow.tenant.in_(sorted(tenants)) | (JobRow.user == user))
+            query = query.where(EventRow.job_id.in_(jobs))
         return [EventRecord.model_validate(r) for r in self._latest(query, EventRow.time, EventRow.id, limit)]
 
     # ------------------------------------------------------------ serving changes
@@ -393,6 +423,22 @@ class Store:
 
     def _not_found(self, job_id: str) -> NotFoundError:
         return NotFoundError(f"no job has the id {job_id!r}; list jobs and their ids with `cuberay queue`")
+
+
+def pick_named(ref: str, named: list[JobRecord]) -> JobRecord:
+    """The one job among ``named`` (jobs called ``ref``): the unfinished one first, then any.
+
+    Several matches raise :class:`AmbiguousJobError` listing them; none, NotFoundError.
+    """
+    for candidates in ([r for r in named if not r.state.is_terminal], named):
+        if len(candidates) == 1:
+            return candidates[0]
+        if len(candidates) > 1:
+            listing = ", ".join(f"{r.id} ({r.state.value})" for r in candidates)
+            raise AmbiguousJobError(
+                f"job name {ref!r} matches {len(candidates)} jobs: {listing}; give the full job id")
+    raise NotFoundError(f"no job has the id or name {ref!r}; `cuberay queue` lists waiting and running jobs "
+                        f"and `cuberay history` finished ones")
 
 
 def _row_values(record: JobRecord) -> dict[str, Any]:

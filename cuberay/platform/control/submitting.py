@@ -17,6 +17,8 @@ from typing import Any, Mapping
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import correcting
+from cuberay.platform.control.endpoint import endpoint
+from cuberay.platform.control.guard import Principal, token_hash
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.autoscale import with_headroom
 from cuberay.platform.policy.fit import check_job
@@ -27,13 +29,17 @@ MAX_COPIES = 200_000  # one call's rows; a backlog larger than this is submitted
 
 
 class Submitting:
-    async def submit(self, spec: Mapping[str, Any], tenant: str | None, user: str, driver: str = "launcher",
-                     submission_id: str | None = None, request_id: str | None = None) -> JobRecord:
+    @endpoint
+    async def submit(self, who: Principal, spec: Mapping[str, Any], tenant: str | None = None,
+                     driver: str = "launcher", submission_id: str | None = None, request_id: str | None = None,
+                     driver_token: str | None = None) -> JobRecord:
         """Validate, check it could ever run, and queue it; AdmissionError (exit 3) with the reason if not.
 
         With ``request_id`` (the caller's own id for this submission) submitting again returns the job the first
-        call made, so a client may retry a submit whose answer it lost.
+        call made, so a client may retry a submit whose answer it lost. An external driver (``driver`` external)
+        hands over ``driver_token``, the secret its calls will carry; the store keeps its hash.
         """
+        user = who.user
         job = load_spec(dict(spec))
         conv.require_runnable(job)
         async with self._submit_lock:
@@ -47,6 +53,7 @@ class Submitting:
             req = conv.job_request(job_id, job, owner, now)
             record = self._record(job_id, owner.name, job, req, user, now, seq, correction, driver=driver,
                                   submission_id=submission_id, request_id=request_id)
+            token = {"driver_token": token_hash(driver_token)} if driver == "external" and driver_token else {}
             rule, problem = self._never_fits(job, [req])
             if problem:
                 self.store.add_job(record.model_copy(update={"state": JobState.REJECTED, "reason": problem,
@@ -55,19 +62,21 @@ class Submitting:
                 self.metrics.rejected(owner.name, rule)
                 raise AdmissionError(f"job {job_id} rejected: {problem}")
             events = [("corrected", correcting.describe(correction))] if correction else []
-            self.store.add_job(record, [*events, ("submitted", _submitted(job, user, req))])
+            self.store.add_job(record, [*events, ("submitted", _submitted(job, user, req))], **token)
             if driver == "external":
                 self.drivers.contact[job_id] = now
             self._wake.set()
             return record
 
-    async def submit_copies(self, spec: Mapping[str, Any], count: int, tenant: str | None,
-                            user: str) -> tuple[str, list[str]]:
+    @endpoint
+    async def submit_copies(self, who: Principal, spec: Mapping[str, Any], count: int,
+                            tenant: str | None = None) -> tuple[str, list[str]]:
         """Queue ``count`` copies of one job (consecutive ids) in one call and one transaction: (tenant, ids).
 
         For a backlog (a sweep of identical runs, a deadline rush): the checks run once, the rows are one
         bulk insert. All or none: if the job could never run, nothing is queued (AdmissionError, exit 3).
         """
+        user = who.user
         if not 1 <= count <= MAX_COPIES:
             raise SpecError(f"count {count} is outside 1..{MAX_COPIES:,}; submit a larger backlog in several calls")
         job = load_spec(dict(spec))

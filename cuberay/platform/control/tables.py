@@ -65,6 +65,8 @@ class JobRow(Base):
     checkpoint_time: Mapped[float | None] = mapped_column(Double)
     correction: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     request_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    # SHA-256 of the current attempt's driver secret (control/guard.py); not part of the JobRecord callers get.
+    driver_token: Mapped[str | None] = mapped_column(String(64), index=True)
 
 
 class UsageRow(Base):

@@ -1,10 +1,12 @@
 """The controller's read-only API: job records, the queue, tenants, nodes, logs, health.
 
 A mixin of :class:`cuberay.platform.control.controller.Controller`: these calls
-change nothing. Those marked ``READS`` run on the actor's reads thread, so an
-admission cycle in progress never delays them: they read the store and the last
-published :class:`~cuberay.platform.control.snapshot.Snapshot`, never the live
-admission state (control/snapshot.py says why).
+change nothing. Those declared ``reads`` (cuberay/platform/api/endpoints.py) run on
+the actor's reads thread, so an admission cycle in progress never delays them: they
+read the store and the last published :class:`~cuberay.platform.control.snapshot.Snapshot`,
+never the live admission state (control/snapshot.py says why). Lists hold only what
+the caller may read; the shared views (queue, tenants, nodes) show every tenant's
+names, sizes and reasons, as a shared queue does, and never a spec, env or log.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 
 import ray
 
-from cuberay.platform.control import access, small
+from cuberay.platform.control import small
+from cuberay.platform.control.endpoint import endpoint
+from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.records import QueueEntry, TenantUsage
-from cuberay.platform.control.snapshot import READS, Snapshot
+from cuberay.platform.control.snapshot import Snapshot
 from cuberay.platform.control.store import EventRecord, JobRecord
 from cuberay.platform.policy.states import JobState
 
@@ -26,66 +30,66 @@ ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNI
 
 
 class Views:
-    """Read-only calls; the controller supplies store, snapshot, drivers, platform, _ticks and _authorize."""
+    """Read-only calls; the controller supplies store, snapshot, drivers, platform, guard and _ticks."""
 
     snapshot: Snapshot
 
-    @ray.method(concurrency_group=READS)
-    async def status(self, ref: str, user: str | None = None) -> JobRecord:
-        rec = self.store.find_job(ref)
-        self._authorize(rec, user, access.READ)
-        return self._live(rec, self.snapshot)
+    @endpoint
+    async def status(self, who: Principal, ref: str) -> JobRecord:
+        return self._live(who.target, self.snapshot)
 
     @staticmethod
     def _live(rec: JobRecord, snapshot: Snapshot) -> JobRecord:
         reason = snapshot.waits.get(rec.id)
         return rec.model_copy(update={"reason": reason}) if reason and not rec.state.is_terminal else rec
 
-    @ray.method(concurrency_group=READS)
-    async def list_jobs(self, tenant: str | None = None, states: list[str] | None = None,
+    @endpoint
+    async def list_jobs(self, who: Principal, tenant: str | None = None, states: list[str] | None = None,
                         limit: int | None = None) -> list[JobRecord]:
         snapshot = self.snapshot
-        return [self._live(r, snapshot) for r in self.store.list_jobs(tenant, states, limit)]
+        return [self._live(r, snapshot) for r in self.store.list_jobs(tenant, states, limit, _visible(self, who))]
 
-    @ray.method(concurrency_group=READS)
-    async def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
-        return self.store.events(job_id, limit)
+    @endpoint
+    async def events(self, who: Principal, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
+        if job_id is not None:
+            return self.store.events(who.target.id, limit)
+        return self.store.events(None, limit, _visible(self, who))
 
-    async def logs(self, ref: str, user: str | None = None) -> tuple[str, bool]:
+    @endpoint
+    async def logs(self, who: Principal, ref: str) -> tuple[str, bool]:
         """(the current attempt's driver log, whether the job is terminal)."""
-        rec = self.store.find_job(ref)
-        self._authorize(rec, user, access.READ)
-        if small.has_log(self.tenant_storage(rec.tenant), rec.id):
+        rec = who.target
+        if small.has_log(self._tenant_storage(rec.tenant), rec.id):
             # It ran as a small job, whose Ray task writes its output into the tenant's storage.
-            return small.read_log(self.tenant_storage(rec.tenant), rec.id), rec.state.is_terminal
+            return small.read_log(self._tenant_storage(rec.tenant), rec.id), rec.state.is_terminal
         if not rec.submission_id:
             return "", rec.state.is_terminal
         return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
 
     # ------------------------------------------------------------------ API: views
 
-    @ray.method(concurrency_group=READS)
-    async def queue(self, tenant: str | None = None) -> list[QueueEntry]:
+    @endpoint
+    async def queue(self, who: Principal, tenant: str | None = None) -> list[QueueEntry]:
         snapshot = self.snapshot
         return snapshot.queue_entries({r.id: r for r in self.store.list_jobs(tenant, ACTIVE)}, tenant)
 
-    @ray.method(concurrency_group=READS)
-    async def tenants(self) -> list[TenantUsage]:
+    @endpoint
+    async def tenants(self, who: Principal) -> list[TenantUsage]:
         return list(self.snapshot.tenants)
 
-    @ray.method(concurrency_group=READS)
-    async def running(self) -> dict[str, list[str]]:
+    @endpoint
+    async def running(self, who: Principal) -> dict[str, list[str]]:
         """Job id -> node id per worker, for every job holding an allocation (as of the last tick)."""
         return dict(self.snapshot.allocations)
 
-    @ray.method(concurrency_group=READS)
-    async def nodes(self) -> list[dict[str, Any]]:
+    @endpoint
+    async def nodes(self, who: Principal) -> list[dict[str, Any]]:
         """The ledger's nodes: capacity, free (after cuberay and foreign use), labels (as of the last tick)."""
         return list(self.snapshot.nodes)
 
-    @ray.method(concurrency_group=READS)
-    async def ping(self) -> dict[str, Any]:
-        return {"platform": self.platform.metadata.name, "database": self.store.url,
+    @endpoint
+    async def ping(self, who: Principal) -> dict[str, Any]:
+        return {"platform": self.platform.metadata.name, "database": self.store.masked_url,
                 "dashboard_url": self.drivers.launcher.dashboard_url, "ticks": self._ticks,
                 "snapshot": {"ticks": self.snapshot.ticks, "age_s": round(time.time() - self.snapshot.time, 3),
                              "build_ms": round(self.snapshot.build_ms, 1)},
@@ -93,8 +97,12 @@ class Views:
                 "drivers": self.drivers.info(),
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
-    async def dashboard_url(self) -> str:
+    @endpoint
+    async def dashboard_url(self, who: Principal) -> str:
         return self.drivers.launcher.dashboard_url
 
-    async def platform_spec(self) -> dict[str, Any]:
-        return self.platform.model_dump(mode="json")
+
+def _visible(controller: Any, who: Principal) -> tuple[set[str], str] | None:
+    """The store's filter for what ``who`` may read (None: everything)."""
+    tenants = controller.guard.visible_tenants(who)
+    return None if tenants is None else (tenants, who.user)

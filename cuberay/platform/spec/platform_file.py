@@ -25,6 +25,12 @@ from cuberay.platform.spec.resources import Resources
 
 WILDCARD_MEMBER = "*"
 _DATABASE_URL = re.compile(r"^[\w+]+://")
+_URL_PASSWORD = re.compile(r"^(?P<head>[\w+]+://[^/@:]*):[^/@]*@")
+
+
+def masked_url(url: str | None) -> str | None:
+    """A database URL with its password replaced by ``***`` (SQLAlchemy's own masking, without SQLAlchemy)."""
+    return None if url is None else _URL_PASSWORD.sub(r"\g<head>:***@", url)
 
 
 class Quota(SpecModel):
@@ -172,6 +178,18 @@ class PlatformSpec(SpecModel):
     node_pools: list[NodePool] = Field(default_factory=list, description="Node pools for simulation and KubeRay; "
                                                                          "empty = use the nodes Ray has.")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="Admission settings.")
+    admins: list[str] = Field(default_factory=list, description="Login names of the platform's admins: they may "
+                                                                "apply an edited platform file, stop the platform "
+                                                                "and read every tenant's jobs. Whoever started "
+                                                                "the controller is one too.")
+
+    @field_validator("admins")
+    @classmethod
+    def _admin_logins(cls, v: list[str]) -> list[str]:
+        for i, login in enumerate(v):
+            if not login.strip() or login != login.strip() or login == WILDCARD_MEMBER:
+                raise FieldError([i], f"admin {login!r} is not a login name; list platform admins by name")
+        return v
 
     @field_validator("database")
     @classmethod
@@ -279,6 +297,10 @@ class Platform(SpecModel):
         why = f"user {user!r} is in several tenants ({choice})" if candidates else \
             f"user {user!r} is in no tenant (tenants: {', '.join(t.name for t in self.spec.tenants)})"
         raise SpecError(f"{why}; set metadata.tenant or pass --tenant", path="metadata.tenant")
+
+    def is_admin(self, user: str) -> bool:
+        """A platform admin (spec.admins); the controller also counts whoever installed it."""
+        return user in self.spec.admins
 
     def storage_path(self) -> Path:
         return Path(self.spec.storage).expanduser()

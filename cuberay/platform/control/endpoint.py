@@ -1,0 +1,58 @@
+"""The wrapper every public controller method wears: its declared rule is checked before its body runs.
+
+``@endpoint`` looks the method up in ``cuberay.platform.api.ENDPOINTS`` (a method missing there fails at
+import), makes the first argument of the actor method the :class:`~cuberay.platform.api.Caller`, admits it
+through the controller's :class:`~cuberay.platform.control.guard.Guard` and calls the body with the
+:class:`~cuberay.platform.control.guard.Principal` in its place (the body's ``who`` parameter). Methods
+declared ``reads`` run on the actor's reads thread (control/snapshot.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+import ray
+
+from cuberay.platform.api import ENDPOINTS, Endpoint
+from cuberay.platform.control.snapshot import READS
+
+ATTRIBUTE = "__cuberay_endpoint__"
+
+
+def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
+    declared = ENDPOINTS.get(fn.__name__)
+    if declared is None:
+        raise TypeError(f"controller method {fn.__name__} has no entry in cuberay/platform/api/endpoints.py; "
+                        f"declare its access rule there")
+    sig = inspect.signature(fn)
+    names = list(sig.parameters)
+    if names[:2] != ["self", "who"]:
+        raise TypeError(f"controller method {fn.__name__} must take (self, who, ...), not ({', '.join(names)})")
+    param = declared.rule.param
+    if param is not None and param not in names:
+        raise TypeError(f"the rule of {fn.__name__} is about parameter {param!r}, which it does not have")
+
+    @functools.wraps(fn)
+    async def call(self: Any, caller: Any, *args: Any, **kwargs: Any) -> Any:
+        target = None
+        if param is not None:
+            bound = sig.bind(self, None, *args, **kwargs)
+            bound.apply_defaults()
+            target = bound.arguments[param]
+        who = self.guard.admit(declared, caller, target)
+        return await fn(self, who, *args, **kwargs)
+
+    del call.__wrapped__  # Ray reads the signature: callers pass the caller where the body has ``who``
+    params = list(sig.parameters.values())
+    call.__signature__ = sig.replace(parameters=[params[0], params[1].replace(name="caller"), *params[2:]])
+    setattr(call, ATTRIBUTE, declared)
+    if declared.reads:
+        call = ray.method(concurrency_group=READS)(call)
+    return call
+
+
+def declared(method: Any) -> Endpoint | None:
+    """The endpoint a controller method serves, or None if it is not wrapped."""
+    return getattr(method, ATTRIBUTE, None)

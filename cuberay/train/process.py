@@ -1,0 +1,131 @@
+"""A user's command in a process group of its own, with a watchdog: what every runner of commands uses.
+
+The command runs as ``bash -c command`` in a new session; its output is read line by line. A watchdog
+process beside it kills the whole group if the process that started it dies, so no user process outlives
+the Ray worker that owns it (and holds GPUs after a job is cancelled or preempted).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from typing import Mapping
+
+POLL_S = 0.5  # how long one poll waits for output; bounds the latency of a stop
+KILL_GRACE_S = 3.0  # SIGTERM first so trainers can flush, then SIGKILL
+
+# Runs beside each command in its own session. It blocks on a pipe from the actor;
+# when the actor process dies (ray.kill, driver gone, node lost, OOM kill), the pipe
+# closes and it kills the command's process group, so no user process outlives its
+# actor and holds GPUs after a job is cancelled or preempted. It forks away first:
+# a Ray worker kills its *direct* children when it exits (not their children), which
+# would take the watchdog but leave the command's grandchildren running.
+_WATCHDOG = (
+    "import os, signal, sys\n"
+    "if os.fork():\n"
+    "    os._exit(0)\n"
+    "sys.stdin.read()\n"
+    "try:\n"
+    "    os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+    "except (ProcessLookupError, PermissionError):\n"
+    "    pass\n"
+)
+_EOF = object()
+
+
+class CommandProcess:
+    """``bash -c command`` in its own process group, its output read line by line."""
+
+    def __init__(self, command: str, env: Mapping[str, str], cwd: str | None = None) -> None:
+        self._popen = subprocess.Popen(
+            ["bash", "-c", command], env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+            start_new_session=True,
+        )
+        watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(self._popen.pid)],
+            stdin=subprocess.PIPE, start_new_session=True,
+        )
+        watchdog.wait()  # the forked-away watchdog holds the pipe's read end from here
+        self._watchdog_pipe = watchdog.stdin
+        self._lines: queue.Queue[object] = queue.Queue()
+        self._eof = False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def _read(self) -> None:
+        assert self._popen.stdout is not None
+        for line in self._popen.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(_EOF)
+
+    def poll(self, wait_s: float = POLL_S) -> tuple[list[str], int | None]:
+        """New output lines (waits up to ``wait_s`` for the first), and the exit code once done."""
+        lines: list[str] = []
+        try:
+            item = self._lines.get(timeout=wait_s)
+            while True:
+                if item is _EOF:
+                    self._eof = True
+                    break
+                lines.append(str(item))
+                item = self._lines.get_nowait()
+        except queue.Empty:
+            pass
+        code = self._popen.poll()
+        # Report the exit only after the output is drained; a background child that
+        # keeps stdout open must not hold the gang forever once bash has exited.
+        if code is None or (not self._eof and lines):
+            return lines, None
+        return lines, _shell_code(code)
+
+    def kill(self, grace_s: float = KILL_GRACE_S) -> None:
+        """Stop the whole process group (TERM, then KILL), then retire the watchdog."""
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+            try:
+                os.killpg(self._popen.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self._popen.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self._release_watchdog()
+
+    def _release_watchdog(self) -> None:
+        # Closing the pipe makes it kill any background leftovers of the group, then exit.
+        if self._watchdog_pipe is not None and not self._watchdog_pipe.closed:
+            self._watchdog_pipe.close()
+
+
+def _shell_code(returncode: int) -> int:
+    """Popen's ``-N`` for "killed by signal N" as a shell reports it: ``128 + N``."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def kill_group(pgid: int, grace_s: float = KILL_GRACE_S, wait: "subprocess.Popen | None" = None) -> None:
+    """SIGTERM the process group ``pgid``, then SIGKILL what is left after ``grace_s`` (``wait``: its leader)."""
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if wait is not None and wait.poll() is not None:
+                return
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.05)
