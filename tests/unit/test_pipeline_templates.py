@@ -230,3 +230,39 @@ def test_a_run_with_hostile_params_and_user_submits_a_job_whose_command_keeps_th
         assert not (place / "pwned").exists()
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------- the bundled example, step by step
+
+
+def test_the_bundled_fan_out_runs_step_by_step_in_bash_and_an_older_style_command_still_works(
+        tmp_path: Path) -> None:
+    """configs/pipelines/fan-out.yaml's commands as the platform renders them, run in order with the outputs
+    each step sets (the integration test runs the pipeline itself). Values are arguments there; a command
+    that writes a value into Python's source inside "..." (the older style) still runs as before."""
+    from cuberay.platform.control.pipeline_driver import ENV_STEP_DIR, read_outputs
+
+    repo = Path(__file__).resolve().parents[2]
+    pipe = load_pipeline(repo / "configs" / "pipelines" / "fan-out.yaml")
+    base_env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+                "PYTHONPATH": str(repo)}
+    steps: dict[str, Any] = {}
+
+    def run_step(name: str, job: Any = None) -> int:
+        job = job or step_job(pipe, pipe.spec.step(name), context(params=dict(pipe.spec.params), steps=steps))
+        step_dir = tmp_path / name
+        step_dir.mkdir(exist_ok=True)
+        proc = subprocess.run(["bash", "-c", job.spec.command], env={**base_env, **job.spec.env,
+                              ENV_STEP_DIR: str(step_dir)}, capture_output=True, text=True, timeout=60)
+        steps[name] = tpl.step_context(read_outputs(step_dir), str(step_dir), "SUCCEEDED")
+        return proc.returncode
+
+    for name in ("prepare", "train-a", "train-a", "train-b", "train-c", "evaluate"):
+        run_step(name)
+    assert steps["prepare"]["outputs"] == {"rows": 100}
+    assert [steps[n]["outputs"]["score"] for n in ("train-a", "train-b", "train-c")] == [90.0, 80.0, 70.0]
+    assert steps["evaluate"]["outputs"] == {"best": 90.0}
+
+    older = pipeline_with("python -c \"import cuberay.outputs as o; o.set('n', {{ params.n }} + 1)\"", ["n"])
+    assert run_step("older", step_job(older, older.spec.steps[0], context(params={"n": "41"}))) == 0
+    assert steps["older"]["outputs"] == {"n": 42}
