@@ -10,8 +10,10 @@ comment) and writes a reference to a variable the job carries in its env, quoted
     echo "day {{ params.v }}"    ->  echo "day ${CUBERAY_TPL_0}"
     echo 'day {{ params.v }}'    ->  echo 'day '"${CUBERAY_TPL_0}"''
 
-A shell expands a variable once and never parses the result as code, so no value can end a quote, start a
-command, add a redirection or split into words. What the author wrote around the expressions, and
+A shell expands a variable once and never parses the result as code (bash arithmetic aside: below), so no
+value can end a quote, start a command, add a redirection or split into words. Where the walk could misread
+the author's shell (a ``case`` pattern's ``)`` inside ``$( )``), a reference is quoted for the wrong spot: the
+value may be split or globbed, but it is still never parsed. What the author wrote around the expressions, and
 ``{% if %}`` / ``{% for %}``, stay as written. ``{{ x | shell_raw }}`` writes x into the text as it is: the
 author's explicit choice that it is shell code. Spots where the shell would evaluate the value itself are
 refused: inside ``$(( ))`` / ``(( ))``, right after ``\\`` or ``$``, in a here-document with a quoted
@@ -36,7 +38,7 @@ def render_job(job: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, 
     added to ``spec.env``; every other field as plain text."""
     spec = job.get("spec")
     if not isinstance(spec, Mapping) or not isinstance(spec.get(FIELD), str):
-        return tpl.render(dict(job), context)  # type: ignore[no-any-return]
+        return tpl.render(dict(job), context)
     command, values = render_command(spec[FIELD], context)
     rest = tpl.render({**job, "spec": {k: v for k, v in spec.items() if k != FIELD}}, context)
     rest["spec"] = {k: command if k == FIELD else rest["spec"][k] for k in spec}
@@ -48,7 +50,7 @@ def render_job(job: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, 
             raise tpl.TemplateError(f"env {', '.join(reserved)}: names starting {PREFIX} carry the template "
                                     f"values of command; rename them")
         rest["spec"]["env"] = {**own, **values}
-    return rest  # type: ignore[no-any-return]
+    return rest
 
 
 def render_command(text: str, context: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
