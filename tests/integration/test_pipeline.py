@@ -116,3 +116,24 @@ def _restarted(platform, old_pid: int) -> bool:
     except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
         return False
     return info["pid"] != old_pid and info["ticks"] > 0
+
+
+def test_hostile_params_and_outputs_reach_the_steps_programs_as_literal_text(platform, tmp_path) -> None:
+    canary = tmp_path / "pwned"
+    evil = f"x'\"; touch {canary}; $(touch {canary}) `touch {canary}`\n-rf * $HOME"
+    save = "python -c \"import sys, cuberay.outputs as o; o.set('{name}', {what})\""
+    spec = pipeline("hostile", [
+        {"name": "emit", "job": task(save.format(name="v", what="sys.argv[1]") + " {{ params.v }}")},
+        {"name": "use", "depends_on": ["emit"], "job": task(
+            save.format(name="argv", what="sys.argv[1:]")
+            + " {{ steps.emit.outputs.v }} \"<{{ params.v }}>\" '<{{ params.v }}>'")},
+    ])
+    spec["spec"]["params"] = {"v": evil}
+    run = pipelines.submit(spec, "a")["run"]
+    ended = pipelines.wait(run.id, timeout=180)
+    _, steps = pipelines.status(run.id)
+    steps = {s.name: s for s in steps}
+    assert ended.state == RunState.SUCCEEDED, (ended.message, steps)
+    assert steps["emit"].outputs == {"v": evil}
+    assert steps["use"].outputs == {"argv": [evil, f"<{evil}>", f"<{evil}>"]}
+    assert not canary.exists()

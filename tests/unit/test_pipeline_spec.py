@@ -121,8 +121,10 @@ def test_step_job_is_named_rendered_and_in_the_pipelines_tenant() -> None:
     job = step_job(pipe, pipe.spec.step("train"), ctx, {"env": {"X": "1"}, "labels": {"k": "v"},
                                                         "placement": "spread"})
     assert job.metadata.name == "flow-train" and job.tenant == "a"
-    assert job.spec.command == "echo 7 2026-11-30"
-    assert job.spec.env == {"X": "1"} and job.metadata.labels == {"k": "v"} and job.spec.placement.value == "spread"
+    # values reach the shell as variables the job carries, not as command text
+    assert job.spec.command == 'echo "${CUBERAY_TPL_0}" "${CUBERAY_TPL_1}"'
+    assert job.spec.env == {"CUBERAY_TPL_0": "7", "CUBERAY_TPL_1": "2026-11-30", "X": "1"}
+    assert job.metadata.labels == {"k": "v"} and job.spec.placement.value == "spread"
     with pytest.raises(tpl.TemplateError, match="outputs"):
         step_job(pipe, pipe.spec.step("train"), {**ctx, "steps": {"prepare": tpl.step_context({}, "/w", "x")}})
     assert len(job_name("p" * 40, "s" * 40)) <= 63

@@ -40,6 +40,7 @@ from typing import Any, Literal, Mapping, Union
 from croniter import croniter
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+import cuberay.platform.spec.shell_template as shell_template
 import cuberay.platform.spec.templates as tpl
 from cuberay.errors import SpecError
 from cuberay.platform.spec.common import API_VERSION, Name, SpecModel
@@ -273,6 +274,8 @@ class Pipeline(SpecModel):
             except SpecError as exc:
                 raise FieldError(["spec", "steps", i, "job"],
                                  f"{where}: {exc.path + ': ' if exc.path else ''}{exc.reason}") from None
+            except tpl.TemplateError as exc:
+                raise FieldError(["spec", "steps", i, "job"], f"{where}: {exc}") from None
         return self
 
 
@@ -288,8 +291,9 @@ def job_name(pipeline: str, step: str) -> str:
 def step_job(pipeline: Pipeline, step: Step, context: Mapping[str, Any],
              extra: Mapping[str, Any] | None = None) -> Any:
     """The step's job, rendered with ``context`` and validated: named ``<pipeline>-<step>``, in the pipeline's
-    tenant, the pipeline's priority unless its own; ``extra`` (env, labels, placement) merged into it."""
-    raw = tpl.render(dict(step.job or {}), context)
+    tenant, the pipeline's priority unless its own; ``extra`` (env, labels, placement) merged into it.
+    Values reach ``command`` as environment variables (:mod:`cuberay.platform.spec.shell_template`)."""
+    raw = shell_template.render_job(dict(step.job or {}), context)
     meta = dict(raw.get("metadata") or {})
     if meta.get("tenant") not in (None, pipeline.tenant) and pipeline.tenant is not None:
         raise SpecError(f"the job's tenant {meta['tenant']!r} is not the pipeline's {pipeline.tenant!r}; remove "

@@ -9,11 +9,15 @@ not upstream is a spec error naming the step and the field.
 Variables: ``run_id``, ``execution_date`` (ISO time of the cron tick, or of the
 request for a manual run), ``creator``, ``pipeline``, ``params.NAME`` and
 ``steps.STEP.outputs.NAME`` / ``steps.STEP.dir`` / ``steps.STEP.state``.
+
+A step's ``command`` is rendered by :mod:`cuberay.platform.spec.shell_template`,
+which passes each value to the shell as an environment variable; ``| shell_raw``
+is the one way to write a value into the command's text.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
 from jinja2.exceptions import SecurityError
@@ -22,7 +26,22 @@ from jinja2.sandbox import SandboxedEnvironment
 SCALARS = ("run_id", "execution_date", "creator", "pipeline")
 ROOTS = (*SCALARS, "params", "steps")
 STEP_FIELDS = ("outputs", "dir", "state")
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
+RAW_FILTER = "shell_raw"
+
+
+class Raw(str):
+    """A value the author asked to write into a shell command as it is: ``{{ x | shell_raw }}``."""
+
+
+def environment(finalize: Callable[[Any], Any] | None = None) -> SandboxedEnvironment:
+    """The template environment; ``finalize`` sees the value of every ``{{ }}`` before it becomes text."""
+    env = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False,
+                               finalize=finalize)
+    env.filters[RAW_FILTER] = lambda value: Raw(value)  # plain text outside a command
+    return env
+
+
+_ENV = environment()
 
 Ref = tuple[str, ...]
 
@@ -99,9 +118,11 @@ def render(value: Any, context: Mapping[str, Any]) -> Any:
     return value
 
 
-def render_text(text: str, context: Mapping[str, Any]) -> str:
+def render_text(text: str, context: Mapping[str, Any], env: SandboxedEnvironment = _ENV) -> str:
     try:
-        return _ENV.from_string(text).render(**context)
+        return env.from_string(text).render(**context)
+    except TemplateError:
+        raise
     except UndefinedError as exc:
         raise TemplateError(f"template {text!r}: {exc.message}; a step's outputs exist once it succeeded and "
                             f"set them with cuberay.outputs.set(NAME, VALUE)") from None
