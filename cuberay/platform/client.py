@@ -21,12 +21,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from cuberay.errors import ControllerRestartingError, CuberayError, PlatformNotRunningError
+from cuberay.errors import ControllerRestartingError, PlatformNotRunningError
 from cuberay.platform.api import ENDPOINTS, TOKEN_ENV, USER_ENV, Caller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.records import JobRef, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
+from cuberay.platform.transport import ray_errors
 
 # Who calls made in this thread (context) act for, and with which driver secret, when not the process's own.
 _ACTING: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuberay_acting_user", default=None)
@@ -69,17 +70,8 @@ def _init_ray(address: str | None, log_to_driver: bool) -> str:
     try:
         ray.init(address=target, namespace=NAMESPACE, log_to_driver=log_to_driver, ignore_reinit_error=True,
                  logging_level=logging.WARNING)
-    except (ConnectionError, TimeoutError) as err:
-        raise PlatformNotRunningError(
-            f"no Ray cluster at {target} ({err}); start one with `cuberay up` (local) or pass the address of a "
-            f"running cluster (`--address HOST:6379` or RAY_ADDRESS)") from None
-    except Exception as err:  # noqa: BLE001 - auth and version errors: one clear message
-        if type(err).__name__ == "AuthenticationError":
-            raise PlatformNotRunningError(
-                f"the Ray cluster at {target} refused this process ({err}); it uses token authentication: "
-                f"set RAY_AUTH_MODE=token and make its token available (~/.ray/auth_token or RAY_AUTH_TOKEN)"
-            ) from None
-        raise
+    except Exception as err:  # noqa: BLE001 - every failure to join is one clear message, never a traceback
+        raise ray_errors.init_error(err, target) from None
     return target
 
 
@@ -100,15 +92,8 @@ def _call(method: str, *args: Any, timeout: float = 120.0) -> Any:
     handle = connect()
     try:
         return ray.get(getattr(handle, method).remote(caller(), *args), timeout=timeout)
-    except ray.exceptions.RayTaskError as err:
-        cause = getattr(err, "cause", None)
-        if isinstance(cause, CuberayError):
-            raise cause from None
-        raise
-    except ray.exceptions.RayActorError as err:
-        raise ControllerRestartingError(
-            f"the cuberay controller died during {method}() ({type(err).__name__}); Ray restarts it and it "
-            f"recovers its jobs from the store: retry in a few seconds") from None
+    except ray.exceptions.RayError as err:  # every Ray failure: a CuberayError that says what to do
+        raise ray_errors.call_error(err, method, timeout) from None
 
 
 def call_through_restart(method: str, *args: Any, wait_s: float = RESTART_WAIT_S) -> Any:

@@ -117,6 +117,7 @@ def test_pack_uses_one_node_and_spread_uses_three(platform, ray_cluster, job_cli
     spread = client.submit(task("spread", 3, cpu="1", placement="spread", sleep_s=1), "b")
     records = wait_states([packed.id, spread.id], {JobState.SUCCEEDED, JobState.FAILED}, 90)
     assert all(r.state == JobState.SUCCEEDED for r in records.values()), records
+    assert [r.reason for r in records.values()] == ["", ""], "an ended job no longer says where it runs"
     packed_nodes = ray_worker_nodes(job_client, packed.id)
     spread_nodes = ray_worker_nodes(job_client, spread.id)
     assert len(packed_nodes) == 4 and len(set(packed_nodes.values())) == 1, packed_nodes

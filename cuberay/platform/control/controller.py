@@ -333,7 +333,9 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
 
     def _store_end(self, job_id: str, state: JobState, message: str, now: float,
                    attained: float | None = None) -> JobRecord:
-        fields: dict[str, Any] = {"state": state, "end_time": now, "message": message, "allocation": None}
+        # The reason said why it waited or where it ran; an ended job's story is its state and message.
+        fields: dict[str, Any] = {"state": state, "end_time": now, "message": message, "allocation": None,
+                                  "reason": ""}
         if attained is not None:
             fields["attained_gpu_s"] = attained
         return self.store.update_job(job_id, event=(state.value.lower(), message), **fields)
