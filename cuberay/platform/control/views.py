@@ -4,11 +4,14 @@ A mixin of :class:`cuberay.platform.control.controller.Controller`: these calls
 change nothing. Those marked ``READS`` run on the actor's reads thread, so an
 admission cycle in progress never delays them: they read the store and the last
 published :class:`~cuberay.platform.control.snapshot.Snapshot`, never the live
-admission state (control/snapshot.py says why).
+admission state (control/snapshot.py says why). ``logs`` runs on a group of its own
+(``LOGS``), whose file and Jobs API reads go to threads: a follower waiting on a slow
+read holds neither the admission loop nor the reads thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import time
@@ -16,8 +19,9 @@ from typing import Any
 
 import ray
 
-from cuberay.platform.control import access, small
-from cuberay.platform.control.records import QueueEntry, TenantUsage
+from cuberay.platform.control import access
+from cuberay.platform.control import logs as job_logs
+from cuberay.platform.control.records import LogChunk, QueueEntry, TenantUsage
 from cuberay.platform.control.snapshot import READS, Snapshot
 from cuberay.platform.control.store import EventRecord, JobRecord
 from cuberay.platform.policy.states import JobState
@@ -51,16 +55,15 @@ class Views:
     async def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
         return self.store.events(job_id, limit)
 
-    async def logs(self, ref: str, user: str | None = None) -> tuple[str, bool]:
-        """(the current attempt's driver log, whether the job is terminal)."""
+    @ray.method(concurrency_group=job_logs.LOGS)
+    async def logs(self, ref: str, user: str | None = None, attempt: int | None = None, offset: int = 0,
+                   limit: int = job_logs.CHUNK) -> LogChunk:
+        """Up to ``limit`` bytes of one attempt's log (None: the latest) from byte ``offset`` (control/logs.py)."""
         rec = self.store.find_job(ref)
         self._authorize(rec, user, access.READ)
-        if small.has_log(self.tenant_storage(rec.tenant), rec.id):
-            # It ran as a small job, whose Ray task writes its output into the tenant's storage.
-            return small.read_log(self.tenant_storage(rec.tenant), rec.id), rec.state.is_terminal
-        if not rec.submission_id:
-            return "", rec.state.is_terminal
-        return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
+        launcher = self.drivers.launcher
+        sources = job_logs.Sources(self.tenant_storage(rec.tenant), launcher.driver_log, launcher.logs)
+        return await asyncio.to_thread(job_logs.read, rec, attempt, offset, limit, sources)
 
     # ------------------------------------------------------------------ API: views
 
