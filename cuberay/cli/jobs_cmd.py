@@ -162,7 +162,7 @@ def logs(
     job: str = typer.Argument(..., metavar="JOB", help="Job id (or a unique job name)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
 ) -> None:
-    """The job's driver log (its Ray Job's log)."""
+    """The job's log, every attempt oldest first (a Ray Job's log, or a small job's file); -f follows it."""
     for chunk in client.logs(job, follow=follow):
         sys.stdout.write(chunk)
         sys.stdout.flush()

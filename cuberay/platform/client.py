@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping
 from cuberay.errors import ControllerRestartingError, PlatformNotRunningError
 from cuberay.platform.api import ENDPOINTS, TOKEN_ENV, USER_ENV, Caller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
-from cuberay.platform.control.records import JobRef, QueueEntry, TenantUsage  # noqa: F401 (public API)
+from cuberay.platform.control.records import JobRef, LogChunk, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.transport import ray_errors
@@ -290,24 +290,54 @@ def cancel(job: JobRef | str) -> JobRecord:
 
 
 def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterator[str]:
-    """The job's driver log (its Ray Job log); with ``follow``, chunks until the job ends."""
+    """The job's log, every attempt oldest first; with ``follow``, new text as it comes until the job ends.
+
+    Each attempt has a log of its own (its Ray Job's, or a small job's file). Without ``follow``, when there
+    are several, each attempt's text follows a line ``--- attempt N ---``. With ``follow`` each read goes on
+    from where the last one ended (a poll costs what is new), and each attempt after the first begins with
+    ``--- cuberay: attempt N started ---``.
+    """
     ref = _job_id(job)
-    text, done = _call("logs", ref)
-    if not follow:
-        yield text
+    if follow:
+        yield from _follow(ref, poll_s)
         return
-    sent = 0
+    latest: LogChunk = _call("logs", ref, None, 0)
+    line_start = True
+    for n in range(1, latest.latest_attempt + 1):
+        if latest.latest_attempt > 1:
+            yield ("" if line_start else "\n") + f"--- attempt {n} ---\n"
+        chunk = latest if n == latest.latest_attempt else _call("logs", ref, n, 0)
+        while True:
+            if chunk.text:
+                yield chunk.text
+                line_start = chunk.text.endswith("\n")
+            if not chunk.more:
+                break
+            chunk = _call("logs", ref, n, chunk.next_offset)
+
+
+def _follow(ref: str, poll_s: float) -> Iterator[str]:
+    attempt, offset, line_start = 0, 0, True  # attempt 0: none seen yet
     while True:
-        if len(text) < sent:  # a new attempt (after a preemption) has a new Ray Job and log
-            yield "\n--- cuberay: a new attempt started ---\n"
-            sent = 0
-        if len(text) > sent:
-            yield text[sent:]
-            sent = len(text)
-        if done:
+        chunk: LogChunk = call_through_restart("logs", ref, attempt or None, offset)
+        if attempt == 0 and chunk.latest_attempt:
+            attempt = 1
+            if chunk.attempt != 1:
+                continue  # followed late: from the first attempt's start
+        if chunk.text:
+            yield chunk.text
+            line_start = chunk.text.endswith("\n")
+        offset = chunk.next_offset
+        if chunk.more:
+            continue
+        if chunk.latest_attempt > attempt > 0:  # this attempt is read to its end: on to the next
+            attempt, offset = attempt + 1, 0
+            yield ("" if line_start else "\n") + f"--- cuberay: attempt {attempt} started ---\n"
+            line_start = True
+            continue
+        if chunk.terminal:
             return
         time.sleep(poll_s)
-        text, done = call_through_restart("logs", ref)
 
 
 def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:

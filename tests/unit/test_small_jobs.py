@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuberay.platform.control.small import SUCCEEDED, has_log, is_small, log_file, read_log, task_name
+from cuberay.platform.control.small import SUCCEEDED, is_small, log_file, task_name
 
 
 @pytest.mark.parametrize(("kind", "spec", "small"), [
@@ -25,21 +25,6 @@ def test_one_worker_command_tasks_are_small(kind: str, spec: dict, small: bool) 
 
 def test_task_name_leads_with_the_tenant() -> None:
     assert task_name("research", "research-hello-3") == "research/research-hello-3"
-
-
-def test_logs_of_every_attempt_are_read_oldest_first(tmp_path: Path) -> None:
-    assert not has_log(tmp_path, "a-x-1") and read_log(tmp_path, "a-x-1") == ""
-    first, second = log_file(tmp_path, "a-x-1", "cuberay-a-x-1"), log_file(tmp_path, "a-x-1", "cuberay-a-x-1-2")
-    assert first.parent == tmp_path / "logs" / "a-x-1"
-    first.parent.mkdir(parents=True)
-    first.write_text("attempt one\n")
-    second.write_text("attempt two\n")
-    import os
-
-    os.utime(first, (1, 1))
-    assert has_log(tmp_path, "a-x-1")
-    assert read_log(tmp_path, "a-x-1") == "attempt one\nattempt two\n"
-    assert read_log(tmp_path, "a-y-1") == ""
 
 
 def test_the_controller_side_reports_each_end_once_and_keeps_a_failed_runs_log_for_its_message(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ rule declared here (control/endpoint.py), a unit test fails for a public method 
 docs/security.md's table of methods and rules is generated from it.
 
 ``reads``: answered on the controller's reads thread from the last published snapshot and the store, so an
-admission cycle in progress never delays it.
+admission cycle in progress never delays it. ``group``: another concurrency group of the actor, off the
+admission loop too (``logs``, whose file reads run in threads).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ class Endpoint:
     rule: Rule
     summary: str
     reads: bool = False
+    group: str | None = None  # a concurrency group of its own (``reads`` implies "reads")
+
+    @property
+    def concurrency_group(self) -> str | None:
+        return "reads" if self.reads else self.group
 
 
 def _table(*endpoints: Endpoint) -> dict[str, Endpoint]:
@@ -38,7 +44,7 @@ ENDPOINTS: dict[str, Endpoint] = _table(
     Endpoint("submit_copies", member(Over.TENANT, "tenant"), "Queue many copies of one job in one call."),
     Endpoint("cancel", owner(Over.JOB, "ref"), "Cancel a job."),
     Endpoint("status", member(Over.JOB, "ref"), "A job's record.", reads=True),
-    Endpoint("logs", member(Over.JOB, "ref"), "A chunk of one attempt's log."),
+    Endpoint("logs", member(Over.JOB, "ref"), "A chunk of one attempt's log, from a byte offset.", group="logs"),
     Endpoint("events", member(Over.JOB, "job_id", optional=True), "The event log (of one job).", reads=True),
     Endpoint("list_jobs", anyone(), "Jobs, with their specs: only those the caller may read.", reads=True),
     # -- the shared views: every tenant's names, sizes and reasons, as a shared queue shows them

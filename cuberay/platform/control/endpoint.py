@@ -16,9 +16,11 @@ from typing import Any, Callable
 import ray
 
 from cuberay.platform.api import ENDPOINTS, Endpoint
+from cuberay.platform.control.logs import LOGS
 from cuberay.platform.control.snapshot import READS
 
 ATTRIBUTE = "__cuberay_endpoint__"
+GROUPS = (READS, LOGS)  # the actor's concurrency groups (control/install.py); the rest run on the loop
 
 
 def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,6 +32,9 @@ def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
     names = list(sig.parameters)
     if names[:2] != ["self", "who"]:
         raise TypeError(f"controller method {fn.__name__} must take (self, who, ...), not ({', '.join(names)})")
+    if declared.concurrency_group not in (None, *GROUPS):
+        raise TypeError(f"{fn.__name__} names concurrency group {declared.concurrency_group!r}; the actor has "
+                        f"{', '.join(GROUPS)}")
     param = declared.rule.param
     if param is not None and param not in names:
         raise TypeError(f"the rule of {fn.__name__} is about parameter {param!r}, which it does not have")
@@ -48,8 +53,8 @@ def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
     params = list(sig.parameters.values())
     call.__signature__ = sig.replace(parameters=[params[0], params[1].replace(name="caller"), *params[2:]])
     setattr(call, ATTRIBUTE, declared)
-    if declared.reads:
-        call = ray.method(concurrency_group=READS)(call)
+    if declared.concurrency_group:
+        call = ray.method(concurrency_group=declared.concurrency_group)(call)
     return call
 
 

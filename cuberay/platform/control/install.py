@@ -18,6 +18,7 @@ from cuberay.platform.api import Caller
 from cuberay.platform.control import reloading, small
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
+from cuberay.platform.control.logs import LOGS
 from cuberay.platform.control.snapshot import READS
 
 
@@ -45,8 +46,9 @@ def install(platform: Mapping[str, Any], *, installer: str, replace: bool = Fals
         uninstall(timeout_s=timeout_s)
     if find() is None:  # a fresh controller starts from ``platform``, not from an earlier one's live reload
         reloading.clear()
-    # Reads run on a thread of their own, off the admission loop (control/snapshot.py).
-    actor = ray.remote(concurrency_groups={READS: 32})(Controller).options(
+    # Reads run on a thread of their own, off the admission loop (control/snapshot.py); log reads on another,
+    # so followers of long logs never hold up the other reads (control/logs.py).
+    actor = ray.remote(concurrency_groups={READS: 32, LOGS: 16})(Controller).options(
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))

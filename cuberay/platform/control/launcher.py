@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import re
 import threading
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping, TypeVar
 
 from cuberay.errors import CuberayError, NotFoundError, PlatformNotRunningError
@@ -79,6 +80,7 @@ class Launcher:
         # submission_id -> last status reported by poll() (None: not reported yet).
         self._tracked: dict[str, str | None] = {}
         self._client = self._connect()
+        self._logs_dir = _ray_logs_dir()
 
     def _connect(self) -> Any:
         from ray.job_submission import JobSubmissionClient
@@ -197,7 +199,20 @@ class Launcher:
         return str(status.value)
 
     def logs(self, submission_id: str) -> str:
+        """The driver's whole log, through the Jobs API (which reads Ray's driver log wherever it is)."""
         return self._call("read the logs of", submission_id, lambda: self._client.get_job_logs(submission_id))
+
+    def driver_log(self, submission_id: str) -> Path | None:
+        """Where Ray writes the driver's output on this node (None outside a Ray process).
+
+        The file exists only on the node the driver runs on: the head, unless the driver asks for resources of
+        its own. There a reader can seek, where the Jobs API only hands out the whole log.
+        """
+        from ray.dashboard.modules.job.common import JOB_LOGS_PATH_TEMPLATE
+
+        if self._logs_dir is None:
+            return None
+        return self._logs_dir / JOB_LOGS_PATH_TEMPLATE.format(submission_id=submission_id)
 
     async def tail(self, submission_id: str) -> AsyncIterator[str]:
         """Log chunks as the driver writes them, until the job ends."""
@@ -247,6 +262,14 @@ class Launcher:
         elif "already exists" in str(err):
             fix = "use a new submission id for a new attempt (cuberay uses <job-id>-<attempt>)"
         return LauncherError(f"cannot {action} {target} ({seen}); {fix}")
+
+
+def _ray_logs_dir() -> Path | None:
+    """This node's session logs folder, where Ray's job agent writes the drivers it runs here."""
+    from ray._private.worker import global_worker
+
+    node = getattr(global_worker, "node", None)
+    return Path(node.get_logs_dir_path()) if node is not None else None
 
 
 def _merge_env(runtime_env: dict[str, Any] | None, env: Mapping[str, str] | None) -> dict[str, Any]:

@@ -1,13 +1,15 @@
-"""Records the platform hands back: job handles, queue lines, tenant usage.
+"""Records the platform hands back: job handles, queue lines, tenant usage, pieces of a job's log.
 
-Plain frozen dataclasses, safe to send across Ray actor boundaries; the
-controller builds them, the client returns them, the CLI renders them.
+Frozen dataclasses and frozen pydantic models, safe to send across Ray actor boundaries;
+the controller builds them, the client returns them, the CLI renders them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from cuberay.platform.policy.states import JobState
 
@@ -73,3 +75,19 @@ class JobIdentity:
     rdma: str = ""
     namespace: str = ""
     environment: str = "local"
+
+
+class LogChunk(BaseModel):
+    """A piece of one attempt's log, read from a byte offset (control/logs.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempt: int = Field(description="The attempt the text is from, 1 for the first; 0 while none has started.")
+    offset: int = Field(description="Byte offset in that attempt's log where the text begins.")
+    text: str = Field(description="The log's bytes from offset, decoded as UTF-8; never ends inside a character.")
+    next_offset: int = Field(description="Where to read on: offset plus the number of bytes the text came from.")
+    more: bool = Field(description="Whether the log already holds bytes past next_offset (the read hit its limit).")
+    latest_attempt: int = Field(description="The job's latest attempt: a higher one than attempt means a new "
+                                            "attempt started; 0 while none has.")
+    terminal: bool = Field(description="Whether the job has ended: once read to its end, no more text comes "
+                                       "for the latest attempt.")

@@ -9,7 +9,7 @@ and its state, pinned to the node the admission chose with the worker's
 resources. Ray runs it in a pooled worker process (no process start per job);
 the task runs the command in a process group of its own (:class:`CommandProcess`,
 with its watchdog) and appends its output to a log file in the tenant's storage,
-where ``cuberay logs`` reads it. Stopping one job cancels only its Ray task, which
+where ``cuberay logs`` reads it (:mod:`.logs`). Stopping one job cancels only its Ray task, which
 kills only its command's process group (forced after a grace period if the task does
 not answer); a killed command or a lost worker fails
 only that job.
@@ -63,19 +63,6 @@ def task_name(tenant: str, job_id: str) -> str:
 def log_file(storage: Path, job_id: str, sid: str) -> Path:
     """Where one attempt's output goes: the tenant's storage, which every node of the platform reaches."""
     return storage / "logs" / job_id / f"{sid}.log"
-
-
-def has_log(storage: Path, job_id: str) -> bool:
-    return (storage / "logs" / job_id).is_dir()
-
-
-def read_log(storage: Path, job_id: str) -> str:
-    """Every attempt's output of a job, oldest attempt first."""
-    folder = storage / "logs" / job_id
-    if not folder.is_dir():
-        return ""
-    files = sorted(folder.glob("*.log"), key=lambda p: p.stat().st_mtime)
-    return "".join(p.read_text(errors="replace") for p in files)
 
 
 def runner_running() -> bool:

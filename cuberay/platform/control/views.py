@@ -4,13 +4,16 @@ A mixin of :class:`cuberay.platform.control.controller.Controller`: these calls
 change nothing. Those declared ``reads`` (cuberay/platform/api/endpoints.py) run on
 the actor's reads thread, so an admission cycle in progress never delays them: they
 read the store and the last published :class:`~cuberay.platform.control.snapshot.Snapshot`,
-never the live admission state (control/snapshot.py says why). Lists hold only what
+never the live admission state (control/snapshot.py says why). ``logs`` runs on a group
+of its own (``logs``), whose file and Jobs API reads go to threads: a follower waiting on
+a slow read holds neither the admission loop nor the reads thread. Lists hold only what
 the caller may read; the shared views (queue, tenants, nodes) show every tenant's
 names, sizes and reasons, as a shared queue does, and never a spec, env or log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import time
@@ -18,10 +21,10 @@ from typing import Any
 
 import ray
 
-from cuberay.platform.control import small
+from cuberay.platform.control import logs as job_logs
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
-from cuberay.platform.control.records import QueueEntry, TenantUsage
+from cuberay.platform.control.records import LogChunk, QueueEntry, TenantUsage
 from cuberay.platform.control.snapshot import Snapshot
 from cuberay.platform.control.store import EventRecord, JobRecord
 from cuberay.platform.policy.states import JobState
@@ -56,15 +59,13 @@ class Views:
         return self.store.events(None, limit, _visible(self, who))
 
     @endpoint
-    async def logs(self, who: Principal, ref: str) -> tuple[str, bool]:
-        """(the current attempt's driver log, whether the job is terminal)."""
+    async def logs(self, who: Principal, ref: str, attempt: int | None = None, offset: int = 0,
+                   limit: int = job_logs.CHUNK) -> LogChunk:
+        """Up to ``limit`` bytes of one attempt's log (None: the latest) from byte ``offset`` (control/logs.py)."""
         rec = who.target
-        if small.has_log(self._tenant_storage(rec.tenant), rec.id):
-            # It ran as a small job, whose Ray task writes its output into the tenant's storage.
-            return small.read_log(self._tenant_storage(rec.tenant), rec.id), rec.state.is_terminal
-        if not rec.submission_id:
-            return "", rec.state.is_terminal
-        return await self.drivers.logs(rec.submission_id), rec.state.is_terminal
+        launcher = self.drivers.launcher
+        sources = job_logs.Sources(self._tenant_storage(rec.tenant), launcher.driver_log, launcher.logs)
+        return await asyncio.to_thread(job_logs.read, rec, attempt, offset, limit, sources)
 
     # ------------------------------------------------------------------ API: views
 
