@@ -1,18 +1,23 @@
-"""The layers of cuberay/platform hold: spec -> policy -> sim | control -> top; no import circles anywhere.
+"""cuberay's layers hold: every package has a rank and imports only downwards; no import circles anywhere; the pure
+layers (spec, policy, sim) import no Ray, Kubernetes or SQLAlchemy and do no I/O beyond the files they are handed;
+only kuberay/ imports the kubernetes client.
 
-Two checks, both able to fail (the synthetic-tree tests at the bottom prove it):
+The checks (tests/unit/layering.py, tests/unit/purity.py), each able to fail (the synthetic-tree tests at the
+bottom prove it):
 
-- a static import graph of the whole package, read from every import statement
-  at any depth (function-level and ``TYPE_CHECKING`` imports count), which finds
-  circles and imports that point up or sideways between layers;
-- a fresh interpreter per pure layer that imports all its modules and reports
-  whether Ray, Kubernetes or SQLAlchemy came in with them (directly or through
-  ``cuberay/__init__.py``).
+- a static import graph of the whole package, read from every import statement at any depth (function-level and
+  ``TYPE_CHECKING`` imports count) and from ``importlib.import_module("x")`` / ``__import__("x")`` with a string,
+  which finds circles and imports that point up or sideways between layers; a package's __init__ runs before any
+  module under it, so what it imports counts for them too, and ``from cuberay import submit`` is an import of the
+  facade;
+- a static scan of the pure layers' source for file, network and process calls;
+- a fresh interpreter per pure layer that imports all its modules with those calls wrapped, and reports whether
+  Ray, Kubernetes or SQLAlchemy came in with them and whether their code touched a file while imported.
 """
 
 from __future__ import annotations
 
-import ast
+import json
 import os
 import subprocess
 import sys
@@ -20,183 +25,98 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.layering import (
+    ALLOWED,
+    LAYERS,
+    PURE,
+    circles,
+    import_graph,
+    layer_of,
+    layering_problems,
+    module_files,
+    unranked,
+)
+from tests.unit.purity import PROBE, READS_HANDED, io_problems
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PLATFORM = "cuberay.platform"
-# Rank of each layer; a module may import only modules of its own layer or of a lower rank.
-# sim and control are siblings: neither imports the other.
-LAYERS = {"spec": 0, "policy": 1, "api": 2, "sim": 3, "control": 3}
-TOP = 4  # client, runner, demo, cli, and everything else in the package
-BASE = {"cuberay.errors": -1}  # the error hierarchy sits below every layer
-PURE = ("spec", "policy", "api", "sim")
-HEAVY = frozenset({"ray", "kubernetes", "sqlalchemy"})
-
-
-def module_files(root: Path, package: str) -> dict[str, Path]:
-    out = {}
-    for path in (root / package.replace(".", "/")).rglob("*.py"):
-        rel = path.relative_to(root).with_suffix("")
-        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-        out[".".join(parts)] = path
-    return out
-
-
-def packages_of(root: Path, package: str) -> frozenset[str]:
-    return frozenset(m for m, path in module_files(root, package).items() if path.name == "__init__.py")
-
-
-def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Edges between the package's modules and the external top-level packages each one imports."""
-    files = module_files(root, package)
-
-    def resolve(name: str) -> str | None:
-        while name and name not in files:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    edges: dict[str, set[str]] = {m: set() for m in files}
-    external: dict[str, set[str]] = {m: set() for m in files}
-    for module, path in files.items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
-                    base = ".".join(parts + ([base] if base else []))
-                # `from pkg import sub` runs pkg/__init__.py too: an edge to the submodule (if it is one) and to pkg.
-                targets = [base, *(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in files)]
-            else:
-                continue
-            for target in targets:
-                if target.split(".")[0] == package.split(".")[0]:
-                    resolved = resolve(target)
-                    if resolved and resolved != module:
-                        edges[module].add(resolved)
-                else:
-                    external[module].add(target.split(".")[0])
-    return edges, external
-
-
-def circles(edges: dict[str, set[str]], packages: frozenset[str] = frozenset()) -> list[list[str]]:
-    """Strongly connected sets of more than one module (Tarjan); ``packages`` are the modules that are __init__s."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in edges[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            # Packages whose __init__ re-exports their own modules make parent<->child pairs; a circle made only of
-            # packages is no circle. One that runs through a plain module is (e.g. a module of a package importing
-            # `from <its package> import x` while the package's __init__ imports that module).
-            if len(comp) > 1 and not all(x in packages for x in comp):
-                found.append(sorted(comp))
-
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    for v in edges:
-        if v not in index:
-            visit(v)
-    return found
-
-
-def layer_of(module: str, platform: str = PLATFORM) -> tuple[str, int]:
-    if module in BASE:
-        return "base", BASE[module]
-    if module.startswith(platform + "."):
-        name = module[len(platform) + 1:].split(".")[0]
-        if name in LAYERS:
-            return name, LAYERS[name]
-    return "top", TOP
-
-
-def layering_problems(edges: dict[str, set[str]], external: dict[str, set[str]],
-                      platform: str = PLATFORM) -> list[str]:
-    problems = []
-    for module, targets in sorted(edges.items()):
-        layer, rank = layer_of(module, platform)
-        for target in sorted(targets):
-            if module.startswith(target + "."):
-                continue  # its own package's __init__ (run on any import of the module)
-            other, other_rank = layer_of(target, platform)
-            if other != layer and other_rank >= rank:
-                problems.append(f"{module} ({layer}) imports {target} ({other})")
-        if layer in PURE and external[module] & HEAVY:
-            problems.append(f"{module} ({layer}) imports {sorted(external[module] & HEAVY)}")
-    return problems
+GRAPH = import_graph(REPO_ROOT, "cuberay")  # read once: every test of the real package shares it
 
 
 # ---------------------------------------------------------------- the real package
 
 def test_no_import_circles() -> None:
-    edges, _ = import_graph(REPO_ROOT, "cuberay")
-    found = circles(edges, packages_of(REPO_ROOT, "cuberay"))
+    found = circles(GRAPH)
     assert not found, (
         f"import circles: {found}. Rule: no module imports, at any depth, a module that imports it back. "
         "Fix: move the shared name down to the lower module, or pass it in as an argument.")
 
 
+def test_every_module_has_a_layer() -> None:
+    loose = unranked(GRAPH)
+    assert not loose, (f"{loose} belong to no layer. Rule: every package of cuberay has a rank "
+                       "(tests/unit/layering.py, LAYERS). Fix: put the module in an existing package, or give its "
+                       "new package a rank there.")
+
+
 def test_layers_import_only_downwards() -> None:
-    edges, external = import_graph(REPO_ROOT, "cuberay")
-    problems = layering_problems(edges, external)
+    problems = layering_problems(GRAPH)
+    ranks = " < ".join("|".join(n for n, (r, _) in LAYERS.items() if r == rank)
+                       for rank in sorted({r for r, _ in LAYERS.values()}))
+    shown = problems[:40] + ([f"... and {len(problems) - 40} more"] if len(problems) > 40 else [])
     assert not problems, (
-        "layering broken:\n  " + "\n  ".join(problems) + "\nRule: spec <- policy <- sim | control <- client/runner/"
-        "cli; spec, policy and sim import no Ray, Kubernetes or SQLAlchemy. Fix: move the code to the layer it "
-        "belongs to (Ray and database code into platform/control/, Kubernetes into cuberay/kuberay/).")
+        "layering broken:\n  " + "\n  ".join(shown) + f"\nRule: {ranks}; a layer imports only its own and lower "
+        "ranks; spec, policy and sim import no Ray, Kubernetes or SQLAlchemy; only kuberay/ imports kubernetes. "
+        "Fix: move the code to the layer it belongs to (Ray and database code into platform/control/, Kubernetes "
+        "into cuberay/kuberay/), or pass the value in from above.")
 
 
-def test_every_platform_module_is_in_a_layer_or_top() -> None:
-    """New modules land in a layer folder; only the Python API, the driver and the demo sit at the top."""
+def test_every_allowed_import_is_still_made_and_still_breaks_a_rank() -> None:
+    """An entry the code no longer needs goes, so the list stays the exact set of known exceptions."""
+    without = layering_problems(GRAPH, allowed={})
+    for importer, imported in ALLOWED:
+        module, target = f"cuberay.{importer}".rstrip("."), f"cuberay.{imported}".rstrip(".")
+        assert any(p.startswith(f"{module} (") and f" imports {target} (" in p for p in without), (
+            f"ALLOWED names {module} -> {target}, which no longer breaks a rank; remove the entry")
+
+
+def test_every_platform_module_is_in_a_layer_folder_or_named_at_the_top() -> None:
+    """New platform modules land in a layer folder; only the Python API, the driver and the demo sit beside them."""
     loose = sorted(p.name for p in (REPO_ROOT / "cuberay" / "platform").glob("*.py"))
     assert loose == ["__init__.py", "client.py", "demo.py", "runner.py"], loose
 
 
-PROBE = (
-    "import importlib, sys\n"
-    "for name in sys.argv[1:]: importlib.import_module(name)\n"
-    "print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'kubernetes', 'sqlalchemy'}))"
-)
+def test_pure_layers_do_no_io_beyond_the_files_they_are_handed() -> None:
+    problems, used = io_problems(REPO_ROOT, GRAPH.files, "cuberay", PURE)
+    assert not problems, (
+        "file, network or process calls in a pure layer:\n  " + "\n  ".join(problems) + "\nRule: spec, policy and "
+        "sim decide from what they are given; they read only a file their caller hands them. Fix: move the call "
+        "to control/ or the caller and pass the data in, or, for a function whose job is to read the file it is "
+        "handed, name it in READS_HANDED (tests/unit/purity.py) with why.")
+    assert used == set(READS_HANDED), f"READS_HANDED entries no code needs any more: {set(READS_HANDED) - used}"
 
 
-def _probe(modules: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-c", PROBE, *modules], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+def _probe(modules: list[str], root: Path = REPO_ROOT, package: str = "cuberay") -> dict[str, list[str]]:
+    pure = os.pathsep.join(str(root / package / "platform" / layer) for layer in PURE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", PROBE, pure, *modules], cwd=root, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, f"importing {modules} failed:\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("layer", PURE)
-def test_pure_layer_loads_no_ray_kubernetes_or_database(layer: str) -> None:
-    modules = sorted(m for m in module_files(REPO_ROOT, "cuberay") if m.startswith(f"{PLATFORM}.{layer}"))
+def test_pure_layer_loads_no_ray_kubernetes_or_database_and_touches_no_file_on_import(layer: str) -> None:
+    modules = sorted(m for m in GRAPH.files if m.startswith(f"cuberay.platform.{layer}"))
     assert len(modules) >= 3, f"layer {layer} has no modules: {modules}"
-    result = _probe(modules)
-    assert result.returncode == 0, f"importing the {layer} layer failed:\n{result.stderr}"
-    heavy = result.stdout.strip().splitlines()[-1]
-    assert heavy == "[]", f"importing platform/{layer}/ also imported {heavy}; the pure layers never do"
+    seen = _probe(modules)
+    assert seen["heavy"] == [], f"importing platform/{layer}/ also imported {seen['heavy']}; the pure layers never do"
+    assert seen["io"] == [], f"importing platform/{layer}/ touched files or the network: {seen['io']}"
 
 
 # ---------------------------------------------------------------- the checks can fail
 
 def test_probe_detects_ray() -> None:
-    result = _probe(["ray"])
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "['ray']"
+    assert _probe(["ray"])["heavy"] == ["ray"]
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -207,14 +127,17 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
+def _problems(tmp_path: Path, files: dict[str, str], allowed: dict | None = None) -> list[str]:
+    return layering_problems(import_graph(_tree(tmp_path, files), "pkg"), allowed={} if allowed is None else allowed)
+
+
 def test_checker_finds_a_circle_through_a_type_checking_import(tmp_path: Path) -> None:
     root = _tree(tmp_path, {
         "pkg/a.py": "from pkg.b import x\n",
         "pkg/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import y\n",
         "pkg/c.py": "def f():\n    from pkg import a\n",
     })
-    edges, _ = import_graph(root, "pkg")
-    assert circles(edges, packages_of(root, "pkg")) == [["pkg.a", "pkg.b"]]
+    assert circles(import_graph(root, "pkg")) == [["pkg.a", "pkg.b"]]
 
 
 def test_checker_finds_a_circle_through_a_package_init(tmp_path: Path) -> None:
@@ -227,12 +150,11 @@ def test_checker_finds_a_circle_through_a_package_init(tmp_path: Path) -> None:
         "pkg/other/m.py": "import pkg.other.n\n",
         "pkg/other/n.py": "",
     })
-    edges, _ = import_graph(root, "pkg")
-    assert circles(edges, packages_of(root, "pkg")) == [["pkg.sub", "pkg.sub.jobs", "pkg.sub.train"]]
+    assert circles(import_graph(root, "pkg")) == [["pkg.sub", "pkg.sub.jobs", "pkg.sub.train"]]
 
 
 def test_checker_finds_upward_and_heavy_imports(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {
+    assert _problems(tmp_path, {
         "pkg/platform/spec/__init__.py": "",
         "pkg/platform/spec/m.py": "from pkg.platform.policy import p\n",
         "pkg/platform/policy/__init__.py": "",
@@ -242,13 +164,178 @@ def test_checker_finds_upward_and_heavy_imports(tmp_path: Path) -> None:
         "pkg/platform/control/__init__.py": "",
         "pkg/platform/control/c.py": "from pkg.platform import client\n",
         "pkg/platform/client.py": "from pkg.platform.control import c\n",
-    })
-    edges, external = import_graph(root, "pkg")
-    assert layering_problems(edges, external, platform="pkg.platform") == [
-        "pkg.platform.control.c (control) imports pkg.platform.client (top)",
+    }) == [
+        "pkg.platform.control.c (control) imports pkg.platform.client (client)",
         "pkg.platform.policy.p (policy) imports ['ray']",
-        "pkg.platform.sim.s (sim) imports pkg.platform.control (control)",
         "pkg.platform.sim.s (sim) imports pkg.platform.control.c (control)",
-        "pkg.platform.spec.m (spec) imports pkg.platform.policy (policy)",
         "pkg.platform.spec.m (spec) imports pkg.platform.policy.p (policy)",
+    ]
+
+
+def test_checker_ranks_every_package_above_the_platform(tmp_path: Path) -> None:
+    """client < workloads (siblings) < examples < driver | kuberay | demo < cli < facade, each way up refused."""
+    down = ("from pkg import errors\nfrom pkg.platform.spec import s\nfrom pkg.platform.policy import p\n"
+            "from pkg.platform.control import c\n")
+    files = {
+        "pkg/errors.py": "", "pkg/platform/spec/__init__.py": "", "pkg/platform/spec/s.py": "",
+        "pkg/platform/policy/__init__.py": "", "pkg/platform/policy/p.py": "",
+        "pkg/platform/control/__init__.py": "", "pkg/platform/control/c.py": "",
+        "pkg/platform/client.py": down + "def install():\n    from pkg.train import small\n",
+        "pkg/train/__init__.py": "", "pkg/train/small.py": down + "from pkg.platform import client\n",
+        "pkg/tune/__init__.py": "", "pkg/tune/job.py": "from pkg.train import small\n",
+        "pkg/serve/__init__.py": "", "pkg/serve/app.py": "from pkg.platform import runner\n",
+        "pkg/outputs.py": "", "pkg/pipelines.py": "from pkg.platform import client\n",
+        "pkg/examples/__init__.py": "", "pkg/examples/digits.py": "import pkg.train.small\nimport pkg.outputs\n",
+        "pkg/platform/runner.py": "from pkg.tune import job\nfrom pkg.examples import digits\nfrom pkg import kuberay\n",
+        "pkg/run.py": "from pkg.platform.runner import main\n",
+        "pkg/kuberay/__init__.py": "", "pkg/kuberay/render.py": "from pkg.serve import app\nfrom pkg.cli import x\n",
+        "pkg/platform/demo.py": "from pkg.pipelines import p\n",
+        "pkg/cli/__init__.py": "", "pkg/cli/x.py": "from pkg.platform import demo, runner\nimport pkg.kuberay.render\n",
+        "pkg/__main__.py": "from pkg.cli import x\n",
+    }
+    assert _problems(tmp_path, files) == [
+        "pkg.kuberay.render (kuberay) imports pkg.cli.x (cli)",
+        "pkg.platform.client (client) imports pkg.train.small (train)",
+        "pkg.platform.runner (driver) imports pkg.kuberay (kuberay)",
+        "pkg.serve.app (serve) imports pkg.platform.runner (driver)",
+        "pkg.tune.job (tune) imports pkg.train.small (train)",
+    ]
+    # An allowed pair is accepted, and only that pair.
+    assert _problems(tmp_path, files, allowed={("platform.client", "train.small"): "why"}) == [
+        "pkg.kuberay.render (kuberay) imports pkg.cli.x (cli)",
+        "pkg.platform.runner (driver) imports pkg.kuberay (kuberay)",
+        "pkg.serve.app (serve) imports pkg.platform.runner (driver)",
+        "pkg.tune.job (tune) imports pkg.train.small (train)",
+    ]
+    assert [layer_of(m, "pkg")[0] for m in ("pkg", "pkg.__main__", "pkg.platform", "pkg.run", "pkg.examples")] == [
+        "facade", "facade", "base", "driver", "examples"]
+
+
+def test_checker_finds_a_module_in_no_layer(tmp_path: Path) -> None:
+    graph = import_graph(_tree(tmp_path, {"pkg/errors.py": "", "pkg/helpers.py": "", "pkg/platform/web.py": ""}),
+                         "pkg")
+    assert unranked(graph) == ["pkg.helpers", "pkg.platform.web"]
+
+
+def test_checker_counts_the_facade_and_what_a_package_init_imports(tmp_path: Path) -> None:
+    """`from pkg import submit` and `import pkg` import the facade; `from pkg import errors` only errors; what a
+    package's __init__ imports is imported by every module under it and by `from that.package import sub`."""
+    assert _problems(tmp_path, {
+        "pkg/errors.py": "",
+        "pkg/platform/client.py": "",
+        "pkg/platform/spec/__init__.py": "",
+        "pkg/platform/spec/a.py": "from pkg import submit\n",
+        "pkg/platform/spec/b.py": "def f():\n    import pkg\n",
+        "pkg/platform/spec/c.py": "from pkg import errors\nfrom pkg.platform.spec import a\n",
+        "pkg/platform/policy/__init__.py": "from pkg.platform.client import submit\n",
+        "pkg/platform/policy/p.py": "",
+        "pkg/platform/sim/__init__.py": "",
+        "pkg/platform/sim/s.py": "from pkg.platform.policy import p\n",
+        "pkg/platform/control/__init__.py": "import sqlalchemy\n",
+        "pkg/platform/control/store.py": "",
+        "pkg/platform/sim/t.py": "from pkg.platform.control import store\n",
+    }) == [
+        "pkg.platform.policy (policy) imports pkg.platform.client (client)",
+        "pkg.platform.policy.p (policy) imports pkg.platform.client (client) through pkg.platform.policy's __init__",
+        "pkg.platform.sim.s (sim) imports pkg.platform.client (client) through pkg.platform.policy's __init__",
+        "pkg.platform.sim.t (sim) imports pkg.platform.control.store (control)",
+        "pkg.platform.sim.t (sim) imports ['sqlalchemy'] through pkg.platform.control's __init__ "
+        "(in pkg.platform.control)",
+        "pkg.platform.spec.a (spec) imports pkg (facade)",
+        "pkg.platform.spec.b (spec) imports pkg (facade)",
+    ]
+
+
+def test_checker_reads_import_module_strings(tmp_path: Path) -> None:
+    assert _problems(tmp_path, {
+        "pkg/platform/spec/__init__.py": "",
+        "pkg/platform/spec/a.py": "import importlib\ndef f():\n    importlib.import_module('pkg.platform.policy.p')\n",
+        "pkg/platform/spec/b.py": "def f():\n    __import__('ray.util')\n",
+        "pkg/platform/spec/c.py": "from importlib import import_module\nm = import_module('..control.c', __package__)\n",
+        "pkg/platform/spec/d.py": "import importlib\nNAME = 'pkg.platform.control.c'\nimportlib.import_module(NAME)\n",
+        "pkg/platform/policy/__init__.py": "",
+        "pkg/platform/policy/p.py": "",
+        "pkg/platform/control/__init__.py": "",
+        "pkg/platform/control/c.py": "",
+    }) == [
+        "pkg.platform.spec.a (spec) imports pkg.platform.policy.p (policy)",
+        "pkg.platform.spec.b (spec) imports ['ray']",
+        "pkg.platform.spec.c (spec) imports pkg.platform.control.c (control)",
+    ]  # d: a name computed at run time is out of a static check's sight
+
+
+def test_checker_finds_kubernetes_outside_kuberay(tmp_path: Path) -> None:
+    assert _problems(tmp_path, {
+        "pkg/kuberay/__init__.py": "",
+        "pkg/kuberay/kube_client.py": "def f():\n    from kubernetes import client\n",
+        "pkg/cli/__init__.py": "",
+        "pkg/cli/kube_cmd.py": "def f():\n    if True:\n        import kubernetes.config\n",
+        "pkg/serve/__init__.py": "",
+        "pkg/serve/deploy.py": "import importlib\nimportlib.import_module('kubernetes.client')\n",
+    }) == ["pkg.cli.kube_cmd (cli) imports kubernetes", "pkg.serve.deploy (serve) imports kubernetes"]
+
+
+IO_SOURCE = """\
+import os, time
+from pathlib import Path
+import subprocess
+from os.path import exists
+
+def load(path):
+    return Path(path).read_text()
+
+class Spec:
+    def check(self, path):
+        if os.path.isfile(path):
+            os.remove(path)
+        return self.placement.resolve(path)  # not a path: one argument
+
+    def where(self):
+        return Path('.').resolve()
+
+def wait():
+    time.sleep(1)
+    open('/etc/hosts')
+    Path('x').mkdir()
+    fig.savefig('x.png')
+"""
+
+
+def test_io_check_finds_file_process_and_sleep_calls_in_a_pure_layer(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "pkg/platform/policy/__init__.py": "",
+        "pkg/platform/policy/p.py": IO_SOURCE,
+        "pkg/platform/control/__init__.py": "",
+        "pkg/platform/control/c.py": IO_SOURCE,  # control is not pure: anything goes
+    })
+    files = module_files(root, "pkg")
+    problems, used = io_problems(root, files, "pkg", PURE, allowed={("platform.policy.p", "load"): "why"})
+    assert problems == [
+        "pkg/platform/policy/p.py:3 <module>: import subprocess",
+        "pkg/platform/policy/p.py:4 <module>: from os.path import exists",
+        "pkg/platform/policy/p.py:11 Spec.check: os.path.isfile()",
+        "pkg/platform/policy/p.py:12 Spec.check: os.remove()",
+        "pkg/platform/policy/p.py:16 Spec.where: .resolve()",
+        "pkg/platform/policy/p.py:19 wait: time.sleep()",
+        "pkg/platform/policy/p.py:20 wait: open()",
+        "pkg/platform/policy/p.py:21 wait: .mkdir()",
+        "pkg/platform/policy/p.py:22 wait: .savefig()",
+    ]
+    assert used == {("platform.policy.p", "load")}
+
+
+def test_probe_finds_a_pure_module_touching_a_file_on_import(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "pkg/platform/spec/__init__.py": "",
+        "pkg/platform/spec/reads.py": "from pathlib import Path\nTEXT = Path(__file__).read_text()\n",
+        "pkg/platform/spec/later.py": "def load(path):\n    return open(path).read()\n",  # call time: the AST's part
+        "pkg/platform/sim/__init__.py": "",
+        "pkg/platform/sim/net.py": "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 9), 0.1)\n"
+                                   "except OSError:\n    pass\n",
+    })
+    seen = _probe(["pkg.platform.spec.reads", "pkg.platform.spec.later", "pkg.platform.sim.net"], root, "pkg")
+    assert seen["heavy"] == []
+    assert [line.split(str(root) + os.sep)[1] for line in seen["io"]] == [
+        "pkg/platform/spec/reads.py:2: Path.read_text",
+        "pkg/platform/sim/net.py:3: socket.create_connection",
     ]
