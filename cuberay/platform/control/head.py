@@ -4,8 +4,8 @@
 sessions' clusters included, so cuberay starts its head as ``ray start --head
 --block`` in a session of its own, records the process group in a state file
 (``$CUBERAY_HOME``, default ``~/.cuberay``, file ``local-head.json``) and stops
-exactly that group. Ports are picked free, so a Ray already running here on
-the defaults (6379, 8265, 52365) is left alone.
+exactly that group. Ports are picked free and distinct, so a Ray already
+running here on the defaults (6379, 8265, 10001, 52365) is left alone.
 
 The head gets a temp dir of its own (``--temp-dir``, under Ray's default
 root ``$RAY_TMPDIR`` else ``$TMPDIR`` else ``/tmp``): Ray's job supervisor
@@ -23,6 +23,7 @@ the same mode before it connects.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -44,6 +45,8 @@ STATE_FILE = "local-head.json"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0  # `ray start --block` drains for up to 30 s on SIGTERM; the rest is killed
 TOKEN_FILE = Path("~/.ray/auth_token")
+# `ray start --head` takes 10001 (Ray Client server) and 10002-19999 (worker ports) unless told otherwise.
+RAY_RESERVED_PORTS = range(10001, 20000)
 
 
 def home() -> Path:
@@ -87,11 +90,39 @@ def _reap(pid: int) -> None:
         pass
 
 
+def _bind_free() -> socket.socket:
+    """A socket bound to a TCP port the OS picked; the port stays taken while the socket is open."""
+    sock = socket.socket()
+    try:
+        sock.bind(("", 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on this machine now, none of them one that ``ray start`` reserves.
+
+    Every socket stays bound until all ports are chosen, so the OS does not offer one twice; a port offered
+    again anyway, or one in Ray's reserved range, is held too and passed over.
+    """
+    ports: list[int] = []
+    with contextlib.ExitStack() as held:
+        for _ in range(count + 64):
+            port = int(held.enter_context(_bind_free()).getsockname()[1])
+            if port not in ports and port not in RAY_RESERVED_PORTS:
+                ports.append(port)
+                if len(ports) == count:
+                    return ports
+    raise PlatformNotRunningError(f"found only {len(ports)} of {count} distinct free TCP ports outside "
+                                  f"{RAY_RESERVED_PORTS.start}-{RAY_RESERVED_PORTS.stop - 1}; free some ports "
+                                  f"(or widen net.ipv4.ip_local_port_range) and run `cuberay up` again")
+
+
 def free_port() -> int:
     """A TCP port free on this machine now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def _ray_cli() -> list[str]:
@@ -122,14 +153,10 @@ def start(log_dir: Path) -> dict[str, Any]:
     from ray._private.services import get_node_ip_address
 
     ip = get_node_ip_address()
-    port, dashboard_port = free_port(), free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_file = log_dir / "ray-head.log"
     temp_dir = _private_temp_dir()
-    command = [*_ray_cli(), "start", "--head", "--block", f"--node-ip-address={ip}", f"--port={port}",
-               f"--temp-dir={temp_dir}",
-               "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
-               "--dashboard-agent-listen-port=0", "--disable-usage-stats"]
+    command, port, dashboard_port = head_command(ip, temp_dir)
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -141,6 +168,22 @@ def start(log_dir: Path) -> dict[str, Any]:
     _wait_listening(proc, ip, port, log_file)
     _publish_address(state["address"])
     return state
+
+
+def head_command(ip: str, temp_dir: str) -> tuple[list[str], int, int]:
+    """``ray start --head`` with every port it would fix chosen free and distinct; returns it, GCS and dashboard port.
+
+    ``ray start`` refuses a port given to two of its components. The GCS, the dashboard and the Ray Client
+    server (Ray's 10001 may be another head's) get ports chosen together; the agents, node and object managers
+    bind a port the OS picks (0); workers take Ray's range 10002-19999, which the chosen ports avoid.
+    """
+    port, dashboard_port, client_port = free_ports(3)
+    command = [*_ray_cli(), "start", "--head", "--block", f"--node-ip-address={ip}", f"--port={port}",
+               f"--temp-dir={temp_dir}",
+               "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
+               "--dashboard-agent-listen-port=0", f"--ray-client-server-port={client_port}",
+               "--disable-usage-stats"]
+    return command, port, dashboard_port
 
 
 # Ray puts Unix sockets at <temp dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store, and a socket
