@@ -5,10 +5,16 @@ Real sockets and real processes; nothing here starts Ray.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import socket
-from typing import Iterator
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
 
+import psutil
 import pytest
 
 from cuberay.platform.control import head
@@ -55,3 +61,73 @@ def test_the_head_command_gives_each_component_its_own_port(os_offers_the_first_
     assert len(set(fixed.values())) == len(fixed), fixed
     assert (fixed["port"], fixed["dashboard-port"]) == (port, dashboard_port)
     assert not set(fixed.values()) & set(head.RAY_RESERVED_PORTS)  # Ray's client and worker ports
+
+
+# ------------------------------------------------------------------ which recorded head is ours
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CUBERAY_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+def start_child(**popen: Any) -> subprocess.Popen:
+    """A process in a session of its own, as `ray start --head --block` runs (its pid leads its group)."""
+    return subprocess.Popen(["sleep", "120"], start_new_session=True, **popen)
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen]]:
+    started: list[subprocess.Popen] = []
+    yield started
+    for child in started:
+        child.kill()
+        child.wait(timeout=10)
+
+
+def record(child: subprocess.Popen, **fields: Any) -> None:
+    """A state file for ``child`` as `cuberay up` writes it; ``fields`` change or (None) drop entries."""
+    state = {"pid": child.pid, "pgid": child.pid, "address": "127.0.0.1:1", "temp_dir": "",
+             "create_time": psutil.Process(child.pid).create_time(), "head_id": "cuberay-test"}
+    state.update(fields)
+    head.state_path().write_text(json.dumps({k: v for k, v in state.items() if v is not None}))
+
+
+def assert_still_runs(child: subprocess.Popen) -> None:
+    """No signal reached ``child``: a SIGTERM or SIGKILL would end `sleep` well within the wait."""
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=1.0)
+
+
+def test_the_recorded_head_runs_and_stop_ends_it(home: Path, children: list) -> None:
+    children.append(child := start_child())
+    record(child)
+    assert head.read_state() is not None
+    assert head.stop() is True
+    assert child.poll() is not None and not head.state_path().exists()
+
+
+@pytest.mark.parametrize("fields", [{"create_time": time.time() - 3600}, {"create_time": None}],
+                         ids=["another-start-time", "old-file-without-start-time"])
+def test_a_pid_with_another_start_time_is_stale_and_never_signalled(home: Path, children: list,
+                                                                     fields: dict) -> None:
+    """After a reboot the recorded pid may be any process's: its start time, not its pid, says it is not ours."""
+    children.append(child := start_child())
+    record(child, **fields)
+    assert head.read_state() is None
+    assert not head.state_path().exists()  # stale: removed
+    record(child, **fields)
+    assert head.stop() is False
+    assert_still_runs(child)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process as another user needs root")
+def test_another_users_process_is_not_ours(home: Path, children: list) -> None:
+    """Same pid and start time but another owner: not the head this user started (and never signalled)."""
+    children.append(child := start_child(user=65534, group=65534))
+    record(child)
+    assert head.read_state() is None
+    record(child)
+    assert head.stop() is False
+    assert_still_runs(child)

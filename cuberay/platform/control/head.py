@@ -2,9 +2,12 @@
 
 ``ray stop`` would kill every Ray process of the user on the machine, other
 sessions' clusters included, so cuberay starts its head as ``ray start --head
---block`` in a session of its own, records the process group in a state file
+--block`` in a session of its own, records it in a state file
 (``$CUBERAY_HOME``, default ``~/.cuberay``, file ``local-head.json``) and stops
-exactly that group. Ports are picked free and distinct, so a Ray already
+exactly that head. A pid is no identity (after a reboot any process may hold
+it): the file keeps the head's process start time too, and a recorded pid that
+started at another time, or is another user's, is not our head: the file is
+stale and that process is never signalled. Ports are picked free and distinct, so a Ray already
 running here on the defaults (6379, 8265, 10001, 52365) is left alone.
 
 The head gets a temp dir of its own (``--temp-dir``, under Ray's default
@@ -36,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from cuberay.errors import PlatformNotRunningError
 
 # The controller actor: a detached named actor on the head, found by this name in this namespace.
@@ -45,6 +50,9 @@ STATE_FILE = "local-head.json"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0  # `ray start --block` drains for up to 30 s on SIGTERM; the rest is killed
 TOKEN_FILE = Path("~/.ray/auth_token")
+# psutil adds the boot time (whole seconds in /proc/stat, moved by clock steps) to a process's start, so one
+# process may read slightly apart from two runs; a pid reused after a reboot started minutes later at least.
+START_TIME_SLACK_S = 1.0
 # `ray start --head` takes 10001 (Ray Client server) and 10002-19999 (worker ports) unless told otherwise.
 RAY_RESERVED_PORTS = range(10001, 20000)
 
@@ -57,33 +65,46 @@ def state_path() -> Path:
     return home() / STATE_FILE
 
 
-def read_state() -> dict[str, Any] | None:
-    """The recorded head, if its process group still runs (a stale file is removed)."""
-    path = state_path()
+def recorded() -> dict[str, Any] | None:
+    """The state file as written, whether or not its head still runs."""
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(state_path().read_text())
     except (OSError, ValueError):
         return None
-    if not _alive(int(state.get("pgid", 0))):
-        path.unlink(missing_ok=True)
+    return state if isinstance(state, dict) else None
+
+
+def read_state() -> dict[str, Any] | None:
+    """The recorded head, if it still runs (a stale file is removed)."""
+    state = recorded()
+    if state is not None and head_process(state) is None:
+        state_path().unlink(missing_ok=True)
         return None
     return state
 
 
-def _alive(pgid: int) -> bool:
-    if pgid <= 0:
-        return False
+def head_process(state: dict[str, Any]) -> psutil.Process | None:
+    """The recorded head's process while it is still that one: same pid and start time, this user's, its group's leader.
+
+    A state file without a start time (an older cuberay wrote it) cannot tell our head from a process that
+    reused the pid, so it counts as stale.
+    """
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        pid, pgid, started = int(state["pid"]), int(state["pgid"]), float(state["create_time"])
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - started) > START_TIME_SLACK_S or proc.uids().real != os.getuid() \
+                or os.getpgid(pid) != pgid:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:  # ended; collected here when this process started it
+            _reap(pid)
+            return None
+    except (KeyError, TypeError, ValueError, psutil.Error, OSError):  # no such field, gone, or not ours to see
+        return None
+    return proc
 
 
 def _reap(pid: int) -> None:
-    """Collect the head's exit status when this process started it (a zombie still counts as alive)."""
+    """Collect the head's exit status when this process started it."""
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
@@ -160,7 +181,8 @@ def start(log_dir: Path) -> dict[str, Any]:
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    state = {"pid": proc.pid, "pgid": proc.pid, "address": f"{ip}:{port}",
+    state = {"pid": proc.pid, "pgid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(),
+             "address": f"{ip}:{port}",
              "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time(),
              "temp_dir": temp_dir}
     home().mkdir(parents=True, exist_ok=True)
@@ -229,24 +251,42 @@ def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) 
                                   f"read {log_file}")
 
 
-def stop() -> bool:
-    """Stop the head ``start`` recorded (its process group only); True if one was running."""
-    state = read_state()
+def stop(state: dict[str, Any] | None = None) -> bool:
+    """Stop the head ``start`` recorded (its process group only); True if one was running.
+
+    ``state`` is the recorded one (``recorded()``) unless given. Only a head that ``head_process`` still
+    recognises is signalled; the state file goes either way.
+    """
+    state = recorded() if state is None else state
     if state is None:
         return False
-    pgid = int(state["pgid"])
-    for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait_s
-        while _alive(pgid) and time.monotonic() < deadline:
-            _reap(int(state["pid"]))
-            time.sleep(0.2)
-        if not _alive(pgid):
-            break
+    leader = head_process(state)
+    if leader is not None:
+        _end_group(leader, int(state["pgid"]))
     state_path().unlink(missing_ok=True)
     if state.get("temp_dir"):
         shutil.rmtree(state["temp_dir"], ignore_errors=True)
+    return leader is not None
+
+
+def _end_group(leader: psutil.Process, pgid: int) -> None:
+    """SIGTERM the head's group, SIGKILL what is left after STOP_TIMEOUT_S."""
+    for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):  # gone, or (never after head_process) not ours
+            return
+        deadline = time.monotonic() + wait_s
+        while _group_runs(pgid) and time.monotonic() < deadline:
+            _reap(leader.pid)
+            time.sleep(0.2)
+        if not _group_runs(pgid):
+            return
+
+
+def _group_runs(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
     return True
