@@ -208,17 +208,38 @@ def reload(platform_file: str | None = None) -> list[str]:
     return _call("reload", _platform_dict(find_platform_file(platform_file)), current_user())
 
 
-def down() -> None:
-    """Stop the controller (and the local Ray head that ``up`` started)."""
+def down() -> bool:
+    """Stop the controller, and the local Ray head that ``up`` started with every process that head started.
+
+    Returns whether there was anything to stop. With no local head recorded, only a cluster named by
+    RAY_ADDRESS or Ray's address file is joined, never whichever Ray happens to run on this machine (what
+    Ray's "auto" falls back to).
+    """
     import ray
 
     from cuberay.platform.control import head as controller_head
 
-    uninstall()
-    if controller_head.read_state() is not None:
+    # Read first: connecting to a head that died finds its file stale and removes it, and `stop` still ends
+    # that head's leftovers (its drivers).
+    local = controller_head.recorded()
+    if local is None and not ray.is_initialized() and not _cluster_named():
+        return False
+    # STOP-DRIVERS: the controller call that stops the running drivers and records their jobs goes here, while
+    # the controller still runs; the head's stop below then only ends processes.
+    stopped = uninstall()
+    if local is not None:
         if ray.is_initialized():
             ray.shutdown()
-        controller_head.stop()
+        stopped = controller_head.stop(local) or stopped
+    return stopped
+
+
+def _cluster_named() -> bool:
+    """Whether RAY_ADDRESS (a GCS address, not a dashboard URL) or Ray's address file names a cluster."""
+    from ray._private.services import find_bootstrap_address
+
+    address = os.environ.get("RAY_ADDRESS", "")
+    return bool(address and not address.startswith(("http://", "https://"))) or bool(find_bootstrap_address(None))
 
 
 def _runnable(spec_or_path: Any) -> Any:

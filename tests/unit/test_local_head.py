@@ -10,14 +10,16 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import psutil
 import pytest
 
-from cuberay.platform.control import head
+from cuberay.platform.control import head, sweep
+from tests.support import wait_for
 
 
 @pytest.fixture
@@ -88,9 +90,10 @@ def children() -> Iterator[list[subprocess.Popen]]:
 
 def record(child: subprocess.Popen, **fields: Any) -> None:
     """A state file for ``child`` as `cuberay up` writes it; ``fields`` change or (None) drop entries."""
-    state = {"pid": child.pid, "pgid": child.pid, "address": "127.0.0.1:1", "temp_dir": "",
-             "create_time": psutil.Process(child.pid).create_time(), "head_id": "cuberay-test"}
+    state = {"pid": child.pid, "pgid": child.pid, "address": "127.0.0.1:1", "temp_dir": "", "head_id": "cuberay-test"}
     state.update(fields)
+    if "create_time" not in fields:
+        state["create_time"] = psutil.Process(child.pid).create_time()
     head.state_path().write_text(json.dumps({k: v for k, v in state.items() if v is not None}))
 
 
@@ -100,12 +103,17 @@ def assert_still_runs(child: subprocess.Popen) -> None:
         child.wait(timeout=1.0)
 
 
-def test_the_recorded_head_runs_and_stop_ends_it(home: Path, children: list) -> None:
+@pytest.mark.parametrize("published", ["127.0.0.1:1", "127.0.0.1:2"], ids=["ours", "another-rays"])
+def test_the_recorded_head_runs_and_stop_ends_it(home: Path, children: list, published: str) -> None:
     children.append(child := start_child())
-    record(child)
+    address_file = home / "ray_current_cluster"  # where a plain ray.init() looks for a cluster
+    address_file.write_text(published)
+    record(child, address="127.0.0.1:1", address_file=str(address_file))
     assert head.read_state() is not None
     assert head.stop() is True
     assert child.poll() is not None and not head.state_path().exists()
+    # The stopped head's address goes (else "auto" waits for it); another Ray's stays.
+    assert address_file.exists() == (published != "127.0.0.1:1")
 
 
 @pytest.mark.parametrize("fields", [{"create_time": time.time() - 3600}, {"create_time": None}],
@@ -131,3 +139,61 @@ def test_another_users_process_is_not_ours(home: Path, children: list) -> None:
     record(child)
     assert head.stop() is False
     assert_still_runs(child)
+
+
+# ------------------------------------------------------------------ what stop ends besides the head
+
+@pytest.fixture
+def orphans(tmp_path: Path) -> Iterator[Callable[..., psutil.Process]]:
+    """Start processes as Ray's job supervisor starts a driver: in a session of their own, then left (parent 1).
+
+    ``mark`` is the head id in the process's environment (None: no mark); a ``deaf`` one ignores SIGTERM, as a
+    driver stuck in ``ray.init`` did.
+    """
+    started: list[psutil.Process] = []
+
+    def start(mark: str | None, *, deaf: bool = False) -> psutil.Process:
+        env = {k: v for k, v in os.environ.items() if k != sweep.MARK} | ({sweep.MARK: mark} if mark else {})
+        ready = tmp_path / f"ready-{len(started)}"
+        program = (f"import pathlib, signal, time; signal.signal(signal.SIGTERM, "
+                   f"{'signal.SIG_IGN' if deaf else 'signal.SIG_DFL'}); pathlib.Path({str(ready)!r}).touch(); "
+                   f"time.sleep(120)")
+        parent = (f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {program!r}], "
+                  f"start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+        pid = int(subprocess.run([sys.executable, "-c", parent], env=env, capture_output=True, text=True,
+                                 check=True, timeout=30).stdout)
+        started.append(proc := psutil.Process(pid))
+        wait_for(ready.exists, 30, f"process {pid} to start")
+        return proc
+
+    yield start
+    for proc in started:
+        if sweep.running(proc):
+            proc.kill()
+
+
+def test_stop_ends_what_the_head_started_and_nothing_of_another_head(home: Path, children: list,
+                                                                      orphans: Callable) -> None:
+    children.append(leader := start_child())
+    record(leader, head_id="head-1")
+    driver, other_head, unmarked = orphans("head-1"), orphans("head-2"), orphans(None)
+    assert head.stop() is True
+    assert leader.poll() is not None
+    assert not sweep.running(driver), "a driver of the stopped head, re-parented to 1, still runs"
+    assert sweep.running(other_head) and sweep.running(unmarked)
+
+
+def test_a_dead_heads_leftovers_go_and_one_deaf_to_sigterm_is_killed(home: Path, children: list, orphans: Callable,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(head, "STOP_TIMEOUT_S", 1.0)
+    children.append(gone := start_child())
+    started = psutil.Process(gone.pid).create_time()
+    gone.kill()
+    gone.wait(timeout=10)
+    deaf, other_head = orphans("head-1", deaf=True), orphans("head-2", deaf=True)
+    record(gone, head_id="head-1", create_time=started)
+    assert head.read_state() is None  # the head itself is gone
+    record(gone, head_id="head-1", create_time=started)
+    assert head.stop() is False
+    assert not sweep.running(deaf) and sweep.running(other_head)
+    assert not head.state_path().exists()

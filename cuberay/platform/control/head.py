@@ -4,11 +4,13 @@
 sessions' clusters included, so cuberay starts its head as ``ray start --head
 --block`` in a session of its own, records it in a state file
 (``$CUBERAY_HOME``, default ``~/.cuberay``, file ``local-head.json``) and stops
-exactly that head. A pid is no identity (after a reboot any process may hold
-it): the file keeps the head's process start time too, and a recorded pid that
-started at another time, or is another user's, is not our head: the file is
-stale and that process is never signalled. Ports are picked free and distinct, so a Ray already
-running here on the defaults (6379, 8265, 10001, 52365) is left alone.
+exactly that head and every process it started, its Ray Job drivers included,
+and nothing of another Ray on the machine (``sweep``). A pid is no identity
+(after a reboot any process may hold it): the file keeps the head's process
+start time too, and a recorded pid that started at another time, or is
+another user's, is not our head; the file is stale and that process is never
+signalled. Ports are picked free and distinct, so a Ray already running here
+on the defaults (6379, 8265, 10001, 52365) is left alone.
 
 The head gets a temp dir of its own (``--temp-dir``, under Ray's default
 root ``$RAY_TMPDIR`` else ``$TMPDIR`` else ``/tmp``): Ray's job supervisor
@@ -16,7 +18,7 @@ hands every job driver the address found in ``<temp dir>/ray_current_cluster``,
 and in the shared ``/tmp/ray`` any other Ray started on the machine overwrites
 that file. The address is also written to the default ``<root>/ray/`` file
 (created if missing), as ``ray start`` does, so a user's plain ``ray.init()``
-finds this head.
+finds this head; ``stop`` removes it again.
 
 Ray 2.60 turns token authentication on for local clusters: the head gets
 ``RAY_AUTH_MODE=token`` and the token in ``~/.ray/auth_token`` (generated
@@ -30,18 +32,19 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from cuberay.errors import PlatformNotRunningError
+from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.control import sweep
 
 # The controller actor: a detached named actor on the head, found by this name in this namespace.
 CONTROLLER_NAME = "cuberay-controller"
@@ -165,7 +168,8 @@ def use_token_auth() -> None:
 
 def start(log_dir: Path) -> dict[str, Any]:
     """Start a head with dashboard and token auth; return its recorded state once it accepts drivers."""
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    head_id = uuid.uuid4().hex
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0", sweep.MARK: head_id}
     package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     if not TOKEN_FILE.expanduser().exists():
@@ -184,11 +188,11 @@ def start(log_dir: Path) -> dict[str, Any]:
     state = {"pid": proc.pid, "pgid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(),
              "address": f"{ip}:{port}",
              "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time(),
-             "temp_dir": temp_dir}
+             "temp_dir": temp_dir, "head_id": head_id, "address_file": _address_file()}
     home().mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))
     _wait_listening(proc, ip, port, log_file)
-    _publish_address(state["address"])
+    _publish_address(state["address"], state["address_file"])
     return state
 
 
@@ -224,14 +228,31 @@ def _private_temp_dir() -> str:
     return tempfile.mkdtemp(prefix="cr", dir=root)
 
 
-def _publish_address(address: str) -> None:
-    """Write the head's address where a plain ``ray.init()`` looks for it (Ray's default temp dir)."""
-    from ray._common.utils import get_default_ray_temp_dir
+def _address_file() -> str:
+    """Where a plain ``ray.init()`` (address "auto") looks for a cluster: Ray's default temp dir."""
+    from ray._common.utils import get_ray_address_file
+
+    return str(get_ray_address_file(None))
+
+
+def _publish_address(address: str, address_file: str) -> None:
     from ray._private.utils import write_ray_address
 
-    default = get_default_ray_temp_dir()
-    os.makedirs(default, exist_ok=True)
-    write_ray_address(address, default)
+    os.makedirs(os.path.dirname(address_file), exist_ok=True)
+    write_ray_address(address, os.path.dirname(address_file))
+
+
+def _unpublish_address(state: dict[str, Any]) -> None:
+    """Remove the stopped head's address from that file, as ``ray stop`` does, unless another Ray wrote its own.
+
+    Left there, the next "auto" connection (a second ``cuberay down``) waits minutes for a head that is gone.
+    """
+    path = Path(state.get("address_file") or "")
+    try:
+        if path.is_file() and path.read_text().strip() == state.get("address"):
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) -> None:
@@ -252,41 +273,40 @@ def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) 
 
 
 def stop(state: dict[str, Any] | None = None) -> bool:
-    """Stop the head ``start`` recorded (its process group only); True if one was running.
+    """Stop the head ``start`` recorded and every process it started; True if the head was running.
 
-    ``state`` is the recorded one (``recorded()``) unless given. Only a head that ``head_process`` still
-    recognises is signalled; the state file goes either way.
+    ``state`` is the recorded one (``recorded()``) unless given. The head and its process tree are signalled
+    only while ``head_process`` still recognises it; what carries the head's mark (its Ray Job drivers, in
+    sessions of their own, and anything re-parented) goes even when the head itself is gone. SIGTERM first,
+    SIGKILL after STOP_TIMEOUT_S; the state file and temp dir go once nothing is left.
     """
     state = recorded() if state is None else state
     if state is None:
         return False
     leader = head_process(state)
+    tree = [leader, *_descendants(leader)] if leader is not None else []
+    targets = sweep.find(state.get("head_id"), also=tree)
+    left: dict[int, psutil.Process] = {}
+    for _ in range(4):  # again for what forked while the first ones stopped (a driver just started)
+        left.update((p.pid, p) for p in sweep.end(targets, STOP_TIMEOUT_S))
+        targets = [p for p in sweep.find(state.get("head_id")) if p.pid not in left]
+        if not targets:
+            break
     if leader is not None:
-        _end_group(leader, int(state["pgid"]))
+        _reap(leader.pid)
+    if left:
+        pids = " ".join(str(pid) for pid in left)
+        raise CuberayError(f"{len(left)} process(es) of the local Ray head still run after SIGKILL (pids {pids}); "
+                           f"end them with `kill -9 {pids}`, then run `cuberay down` again")
     state_path().unlink(missing_ok=True)
+    _unpublish_address(state)
     if state.get("temp_dir"):
         shutil.rmtree(state["temp_dir"], ignore_errors=True)
     return leader is not None
 
 
-def _end_group(leader: psutil.Process, pgid: int) -> None:
-    """SIGTERM the head's group, SIGKILL what is left after STOP_TIMEOUT_S."""
-    for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):  # gone, or (never after head_process) not ours
-            return
-        deadline = time.monotonic() + wait_s
-        while _group_runs(pgid) and time.monotonic() < deadline:
-            _reap(leader.pid)
-            time.sleep(0.2)
-        if not _group_runs(pgid):
-            return
-
-
-def _group_runs(pgid: int) -> bool:
+def _descendants(proc: psutil.Process) -> list[psutil.Process]:
     try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
