@@ -211,7 +211,7 @@ def reload(platform_file: str | None = None) -> list[str]:
 def down() -> bool:
     """Stop the controller, and the local Ray head that ``up`` started with every process that head started.
 
-    Returns whether there was anything to stop. With no local head recorded, only a cluster named by
+    Returns whether there was anything to stop. Without a running local head, only a cluster named by
     RAY_ADDRESS or Ray's address file is joined, never whichever Ray happens to run on this machine (what
     Ray's "auto" falls back to).
     """
@@ -222,11 +222,11 @@ def down() -> bool:
     # Read first: connecting to a head that died finds its file stale and removes it, and `stop` still ends
     # that head's leftovers (its drivers).
     local = controller_head.recorded()
-    if local is None and not ray.is_initialized() and not _cluster_named():
-        return False
+    joinable = ray.is_initialized() or _cluster_named() or \
+        (local is not None and controller_head.head_process(local) is not None)
     # STOP-DRIVERS: the controller call that stops the running drivers and records their jobs goes here, while
     # the controller still runs; the head's stop below then only ends processes.
-    stopped = uninstall()
+    stopped = uninstall() if joinable else False
     if local is not None:
         if ray.is_initialized():
             ray.shutdown()

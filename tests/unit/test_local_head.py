@@ -194,6 +194,6 @@ def test_a_dead_heads_leftovers_go_and_one_deaf_to_sigterm_is_killed(home: Path,
     record(gone, head_id="head-1", create_time=started)
     assert head.read_state() is None  # the head itself is gone
     record(gone, head_id="head-1", create_time=started)
-    assert head.stop() is False
+    assert head.stop() is True  # it ended the leftovers
     assert not sweep.running(deaf) and sweep.running(other_head)
     assert not head.state_path().exists()

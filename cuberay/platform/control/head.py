@@ -273,7 +273,7 @@ def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) 
 
 
 def stop(state: dict[str, Any] | None = None) -> bool:
-    """Stop the head ``start`` recorded and every process it started; True if the head was running.
+    """Stop the head ``start`` recorded and every process it started; True if any of them was running.
 
     ``state`` is the recorded one (``recorded()``) unless given. The head and its process tree are signalled
     only while ``head_process`` still recognises it; what carries the head's mark (its Ray Job drivers, in
@@ -286,12 +286,15 @@ def stop(state: dict[str, Any] | None = None) -> bool:
     leader = head_process(state)
     tree = [leader, *_descendants(leader)] if leader is not None else []
     targets = sweep.find(state.get("head_id"), also=tree)
+    ended = 0
     left: dict[int, psutil.Process] = {}
     for _ in range(4):  # again for what forked while the first ones stopped (a driver just started)
-        left.update((p.pid, p) for p in sweep.end(targets, STOP_TIMEOUT_S))
-        targets = [p for p in sweep.find(state.get("head_id")) if p.pid not in left]
         if not targets:
             break
+        ended += len(targets)
+        left.update((p.pid, p) for p in sweep.end(targets, STOP_TIMEOUT_S))
+        targets = [p for p in sweep.find(state.get("head_id")) if p.pid not in left]
+    left.update((p.pid, p) for p in targets)
     if leader is not None:
         _reap(leader.pid)
     if left:
@@ -302,7 +305,7 @@ def stop(state: dict[str, Any] | None = None) -> bool:
     _unpublish_address(state)
     if state.get("temp_dir"):
         shutil.rmtree(state["temp_dir"], ignore_errors=True)
-    return leader is not None
+    return ended > 0
 
 
 def _descendants(proc: psutil.Process) -> list[psutil.Process]:
