@@ -219,9 +219,7 @@ def down() -> bool:
 
     from cuberay.platform.control import head as controller_head
 
-    # Read first: connecting to a head that died finds its file stale and removes it, and `stop` still ends
-    # that head's leftovers (its drivers).
-    local = controller_head.recorded()
+    local = controller_head.recorded()  # running or dead: `stop` ends what it left running either way
     joinable = ray.is_initialized() or _cluster_named() or \
         (local is not None and controller_head.head_process(local) is not None)
     # STOP-DRIVERS: the controller call that stops the running drivers and records their jobs goes here, while

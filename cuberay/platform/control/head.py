@@ -78,12 +78,12 @@ def recorded() -> dict[str, Any] | None:
 
 
 def read_state() -> dict[str, Any] | None:
-    """The recorded head, if it still runs (a stale file is removed)."""
+    """The recorded head, if it still runs.
+
+    A stale file stays for ``stop`` (``down``, or the next ``start``), which ends what that head left running.
+    """
     state = recorded()
-    if state is not None and head_process(state) is None:
-        state_path().unlink(missing_ok=True)
-        return None
-    return state
+    return state if state is not None and head_process(state) is not None else None
 
 
 def head_process(state: dict[str, Any]) -> psutil.Process | None:
@@ -167,7 +167,11 @@ def use_token_auth() -> None:
 
 
 def start(log_dir: Path) -> dict[str, Any]:
-    """Start a head with dashboard and token auth; return its recorded state once it accepts drivers."""
+    """Start a head with dashboard and token auth; return its recorded state once it accepts drivers.
+
+    What a recorded head that died left running goes first (its state file is replaced).
+    """
+    stop()
     head_id = uuid.uuid4().hex
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0", sweep.MARK: head_id}
     package_root = str(Path(__file__).resolve().parents[3])
