@@ -76,9 +76,12 @@ def next_steps(env: dict[str, str], example: str) -> str:
 
 @app.command()
 def down() -> None:
-    """Stop the controller (and the local Ray head that `cuberay up` started)."""
-    client.down()
-    error_console().print("cuberay is down.")
+    """Stop the controller, and the local Ray head that `cuberay up` started with every process it started."""
+    if client.down():
+        error_console().print("cuberay is down.")
+    else:
+        error_console().print("Nothing to stop: no local head from `cuberay up` and no cuberay controller found "
+                              "(for one on another cluster, set RAY_ADDRESS to its GCS address).", highlight=False)
 
 
 @app.command()

@@ -209,21 +209,39 @@ def reload(platform_file: str | None = None) -> list[str]:
     return _call("reload", _platform_dict(find_platform_file(platform_file)))
 
 
-def down() -> None:
-    """Stop the controller (and the local Ray head that ``up`` started)."""
+def down() -> bool:
+    """Stop the controller, and the local Ray head that ``up`` started with every process that head started.
+
+    Returns whether there was anything to stop. Without a running local head, only a cluster named by
+    RAY_ADDRESS or Ray's address file is joined, never whichever Ray happens to run on this machine (what
+    Ray's "auto" falls back to).
+    """
     import ray
 
     from cuberay.platform.control import head as controller_head
 
-    try:  # first the controller stops every driver and puts running jobs back in the queue: none stays RUNNING
-        _call("shutdown", timeout=120.0)
-    except PlatformNotRunningError:
-        pass  # no controller (or no cluster): nothing of it to stop
-    uninstall()
-    if controller_head.read_state() is not None:
+    local = controller_head.recorded()  # running or dead: `stop` ends what it left running either way
+    joinable = ray.is_initialized() or _cluster_named() or \
+        (local is not None and controller_head.head_process(local) is not None)
+    if joinable:
+        try:  # first the controller stops every driver and puts running jobs back in the queue: none stays RUNNING
+            _call("shutdown", timeout=120.0)
+        except PlatformNotRunningError:
+            pass  # no controller (or no cluster): nothing of it to stop
+    stopped = uninstall() if joinable else False
+    if local is not None:
         if ray.is_initialized():
             ray.shutdown()
-        controller_head.stop()
+        stopped = controller_head.stop(local) or stopped
+    return stopped
+
+
+def _cluster_named() -> bool:
+    """Whether RAY_ADDRESS (a GCS address, not a dashboard URL) or Ray's address file names a cluster."""
+    from ray._private.services import find_bootstrap_address
+
+    address = os.environ.get("RAY_ADDRESS", "")
+    return bool(address and not address.startswith(("http://", "https://"))) or bool(find_bootstrap_address(None))
 
 
 def _runnable(spec_or_path: Any) -> Any:

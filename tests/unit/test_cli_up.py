@@ -103,3 +103,32 @@ def test_the_demo_wait_still_comes_from_vision_quota() -> None:
 def test_platform_file_comments_explain_the_choice() -> None:
     text = (REPO_ROOT / "configs" / "platform.yaml").read_text()
     assert re.search(r'every tenant takes "\*"', text) and "shared cluster" in text
+
+
+# ------------------------------------------------------------------ down
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["no-head", "a-head-that-died"])
+def test_down_without_a_running_head_joins_no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str], recorded: bool) -> None:
+    """No running local head and no address: Ray's "auto" would join any Ray on this machine; down does not."""
+    monkeypatch.setenv("CUBERAY_HOME", str(tmp_path / "home"))
+    if recorded:  # a head that is gone (a pid above Linux's largest), its file left behind
+        (tmp_path / "home").mkdir()
+        (tmp_path / "home" / "local-head.json").write_text(json.dumps(
+            {"pid": 2**22 + 1, "pgid": 2**22 + 1, "create_time": 1.0, "address": "127.0.0.1:1", "head_id": "x"}))
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's default address file: none there
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    def join(*_args: object, **_kwargs: object) -> None:  # fail here, before any cluster on the machine is joined
+        raise AssertionError("down tried to join a Ray cluster")
+
+    monkeypatch.setattr(client, "_init_ray", join)
+    assert main(["down"]) == 0
+    assert "Nothing to stop" in capsys.readouterr().err
+
+
+def test_down_says_it_is_down_when_it_stopped_something(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(client, "down", lambda: True)
+    assert main(["down"]) == 0
+    assert capsys.readouterr().err.strip() == "cuberay is down."

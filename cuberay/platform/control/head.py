@@ -2,10 +2,15 @@
 
 ``ray stop`` would kill every Ray process of the user on the machine, other
 sessions' clusters included, so cuberay starts its head as ``ray start --head
---block`` in a session of its own, records the process group in a state file
+--block`` in a session of its own, records it in a state file
 (``$CUBERAY_HOME``, default ``~/.cuberay``, file ``local-head.json``) and stops
-exactly that group. Ports are picked free, so a Ray already running here on
-the defaults (6379, 8265, 52365) is left alone.
+exactly that head and every process it started, its Ray Job drivers included,
+and nothing of another Ray on the machine (``sweep``). A pid is no identity
+(after a reboot any process may hold it): the file keeps the head's process
+start time too, and a recorded pid that started at another time, or is
+another user's, is not our head; the file is stale and that process is never
+signalled. Ports are picked free and distinct, so a Ray already running here
+on the defaults (6379, 8265, 10001, 52365) is left alone.
 
 The head gets a temp dir of its own (``--temp-dir``, under Ray's default
 root ``$RAY_TMPDIR`` else ``$TMPDIR`` else ``/tmp``): Ray's job supervisor
@@ -13,7 +18,7 @@ hands every job driver the address found in ``<temp dir>/ray_current_cluster``,
 and in the shared ``/tmp/ray`` any other Ray started on the machine overwrites
 that file. The address is also written to the default ``<root>/ray/`` file
 (created if missing), as ``ray start`` does, so a user's plain ``ray.init()``
-finds this head.
+finds this head; ``stop`` removes it again.
 
 Ray 2.60 turns token authentication on for local clusters: the head gets
 ``RAY_AUTH_MODE=token`` and the token in ``~/.ray/auth_token`` (generated
@@ -23,19 +28,23 @@ the same mode before it connects.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-from cuberay.errors import PlatformNotRunningError
+import psutil
+
+from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.control import sweep
 
 # The controller actor: a detached named actor on the head, found by this name in this namespace.
 CONTROLLER_NAME = "cuberay-controller"
@@ -44,6 +53,11 @@ STATE_FILE = "local-head.json"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0  # `ray start --block` drains for up to 30 s on SIGTERM; the rest is killed
 TOKEN_FILE = Path("~/.ray/auth_token")
+# psutil adds the boot time (whole seconds in /proc/stat, moved by clock steps) to a process's start, so one
+# process may read slightly apart from two runs; a pid reused after a reboot started minutes later at least.
+START_TIME_SLACK_S = 1.0
+# `ray start --head` takes 10001 (Ray Client server) and 10002-19999 (worker ports) unless told otherwise.
+RAY_RESERVED_PORTS = range(10001, 20000)
 
 
 def home() -> Path:
@@ -54,44 +68,85 @@ def state_path() -> Path:
     return home() / STATE_FILE
 
 
-def read_state() -> dict[str, Any] | None:
-    """The recorded head, if its process group still runs (a stale file is removed)."""
-    path = state_path()
+def recorded() -> dict[str, Any] | None:
+    """The state file as written, whether or not its head still runs."""
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(state_path().read_text())
     except (OSError, ValueError):
         return None
-    if not _alive(int(state.get("pgid", 0))):
-        path.unlink(missing_ok=True)
-        return None
-    return state
+    return state if isinstance(state, dict) else None
 
 
-def _alive(pgid: int) -> bool:
-    if pgid <= 0:
-        return False
+def read_state() -> dict[str, Any] | None:
+    """The recorded head, if it still runs.
+
+    A stale file stays for ``stop`` (``down``, or the next ``start``), which ends what that head left running.
+    """
+    state = recorded()
+    return state if state is not None and head_process(state) is not None else None
+
+
+def head_process(state: dict[str, Any]) -> psutil.Process | None:
+    """The recorded head's process while it is still that one: same pid and start time, this user's, its group's leader.
+
+    A state file without a start time (an older cuberay wrote it) cannot tell our head from a process that
+    reused the pid, so it counts as stale.
+    """
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        pid, pgid, started = int(state["pid"]), int(state["pgid"]), float(state["create_time"])
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - started) > START_TIME_SLACK_S or proc.uids().real != os.getuid() \
+                or os.getpgid(pid) != pgid:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:  # ended; collected here when this process started it
+            _reap(pid)
+            return None
+    except (KeyError, TypeError, ValueError, psutil.Error, OSError):  # no such field, gone, or not ours to see
+        return None
+    return proc
 
 
 def _reap(pid: int) -> None:
-    """Collect the head's exit status when this process started it (a zombie still counts as alive)."""
+    """Collect the head's exit status when this process started it."""
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
 
 
+def _bind_free() -> socket.socket:
+    """A socket bound to a TCP port the OS picked; the port stays taken while the socket is open."""
+    sock = socket.socket()
+    try:
+        sock.bind(("", 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on this machine now, none of them one that ``ray start`` reserves.
+
+    Every socket stays bound until all ports are chosen, so the OS does not offer one twice; a port offered
+    again anyway, or one in Ray's reserved range, is held too and passed over.
+    """
+    ports: list[int] = []
+    with contextlib.ExitStack() as held:
+        for _ in range(count + 64):
+            port = int(held.enter_context(_bind_free()).getsockname()[1])
+            if port not in ports and port not in RAY_RESERVED_PORTS:
+                ports.append(port)
+                if len(ports) == count:
+                    return ports
+    raise PlatformNotRunningError(f"found only {len(ports)} of {count} distinct free TCP ports outside "
+                                  f"{RAY_RESERVED_PORTS.start}-{RAY_RESERVED_PORTS.stop - 1}; free some ports "
+                                  f"(or widen net.ipv4.ip_local_port_range) and run `cuberay up` again")
+
+
 def free_port() -> int:
     """A TCP port free on this machine now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def _ray_cli() -> list[str]:
@@ -112,8 +167,13 @@ def use_token_auth() -> None:
 
 
 def start(log_dir: Path) -> dict[str, Any]:
-    """Start a head with dashboard and token auth; return its recorded state once it accepts drivers."""
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    """Start a head with dashboard and token auth; return its recorded state once it accepts drivers.
+
+    What a recorded head that died left running goes first (its state file is replaced).
+    """
+    stop()
+    head_id = uuid.uuid4().hex
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0", sweep.MARK: head_id}
     package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     if not TOKEN_FILE.expanduser().exists():
@@ -122,25 +182,38 @@ def start(log_dir: Path) -> dict[str, Any]:
     from ray._private.services import get_node_ip_address
 
     ip = get_node_ip_address()
-    port, dashboard_port = free_port(), free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_file = log_dir / "ray-head.log"
     temp_dir = _private_temp_dir()
-    command = [*_ray_cli(), "start", "--head", "--block", f"--node-ip-address={ip}", f"--port={port}",
-               f"--temp-dir={temp_dir}",
-               "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
-               "--dashboard-agent-listen-port=0", "--disable-usage-stats"]
+    command, port, dashboard_port = head_command(ip, temp_dir)
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    state = {"pid": proc.pid, "pgid": proc.pid, "address": f"{ip}:{port}",
+    state = {"pid": proc.pid, "pgid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(),
+             "address": f"{ip}:{port}",
              "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time(),
-             "temp_dir": temp_dir}
+             "temp_dir": temp_dir, "head_id": head_id, "address_file": _address_file()}
     home().mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))
     _wait_listening(proc, ip, port, log_file)
-    _publish_address(state["address"])
+    _publish_address(state["address"], state["address_file"])
     return state
+
+
+def head_command(ip: str, temp_dir: str) -> tuple[list[str], int, int]:
+    """``ray start --head`` with every port it would fix chosen free and distinct; returns it, GCS and dashboard port.
+
+    ``ray start`` refuses a port given to two of its components. The GCS, the dashboard and the Ray Client
+    server (Ray's 10001 may be another head's) get ports chosen together; the agents, node and object managers
+    bind a port the OS picks (0); workers take Ray's range 10002-19999, which the chosen ports avoid.
+    """
+    port, dashboard_port, client_port = free_ports(3)
+    command = [*_ray_cli(), "start", "--head", "--block", f"--node-ip-address={ip}", f"--port={port}",
+               f"--temp-dir={temp_dir}",
+               "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
+               "--dashboard-agent-listen-port=0", f"--ray-client-server-port={client_port}",
+               "--disable-usage-stats"]
+    return command, port, dashboard_port
 
 
 # Ray puts Unix sockets at <temp dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store, and a socket
@@ -159,14 +232,31 @@ def _private_temp_dir() -> str:
     return tempfile.mkdtemp(prefix="cr", dir=root)
 
 
-def _publish_address(address: str) -> None:
-    """Write the head's address where a plain ``ray.init()`` looks for it (Ray's default temp dir)."""
-    from ray._common.utils import get_default_ray_temp_dir
+def _address_file() -> str:
+    """Where a plain ``ray.init()`` (address "auto") looks for a cluster: Ray's default temp dir."""
+    from ray._common.utils import get_ray_address_file
+
+    return str(get_ray_address_file(None))
+
+
+def _publish_address(address: str, address_file: str) -> None:
     from ray._private.utils import write_ray_address
 
-    default = get_default_ray_temp_dir()
-    os.makedirs(default, exist_ok=True)
-    write_ray_address(address, default)
+    os.makedirs(os.path.dirname(address_file), exist_ok=True)
+    write_ray_address(address, os.path.dirname(address_file))
+
+
+def _unpublish_address(state: dict[str, Any]) -> None:
+    """Remove the stopped head's address from that file, as ``ray stop`` does, unless another Ray wrote its own.
+
+    Left there, the next "auto" connection (a second ``cuberay down``) waits minutes for a head that is gone.
+    """
+    path = Path(state.get("address_file") or "")
+    try:
+        if path.is_file() and path.read_text().strip() == state.get("address"):
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) -> None:
@@ -186,24 +276,44 @@ def _wait_listening(proc: subprocess.Popen, ip: str, port: int, log_file: Path) 
                                   f"read {log_file}")
 
 
-def stop() -> bool:
-    """Stop the head ``start`` recorded (its process group only); True if one was running."""
-    state = read_state()
+def stop(state: dict[str, Any] | None = None) -> bool:
+    """Stop the head ``start`` recorded and every process it started; True if any of them was running.
+
+    ``state`` is the recorded one (``recorded()``) unless given. The head and its process tree are signalled
+    only while ``head_process`` still recognises it; what carries the head's mark (its Ray Job drivers, in
+    sessions of their own, and anything re-parented) goes even when the head itself is gone. SIGTERM first,
+    SIGKILL after STOP_TIMEOUT_S; the state file and temp dir go once nothing is left.
+    """
+    state = recorded() if state is None else state
     if state is None:
         return False
-    pgid = int(state["pgid"])
-    for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
+    leader = head_process(state)
+    tree = [leader, *_descendants(leader)] if leader is not None else []
+    targets = sweep.find(state.get("head_id"), also=tree)
+    ended = 0
+    left: dict[int, psutil.Process] = {}
+    for _ in range(4):  # again for what forked while the first ones stopped (a driver just started)
+        if not targets:
             break
-        deadline = time.monotonic() + wait_s
-        while _alive(pgid) and time.monotonic() < deadline:
-            _reap(int(state["pid"]))
-            time.sleep(0.2)
-        if not _alive(pgid):
-            break
+        ended += len(targets)
+        left.update((p.pid, p) for p in sweep.end(targets, STOP_TIMEOUT_S))
+        targets = [p for p in sweep.find(state.get("head_id")) if p.pid not in left]
+    left.update((p.pid, p) for p in targets)
+    if leader is not None:
+        _reap(leader.pid)
+    if left:
+        pids = " ".join(str(pid) for pid in left)
+        raise CuberayError(f"{len(left)} process(es) of the local Ray head still run after SIGKILL (pids {pids}); "
+                           f"end them with `kill -9 {pids}`, then run `cuberay down` again")
     state_path().unlink(missing_ok=True)
+    _unpublish_address(state)
     if state.get("temp_dir"):
         shutil.rmtree(state["temp_dir"], ignore_errors=True)
-    return True
+    return ended > 0
+
+
+def _descendants(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
