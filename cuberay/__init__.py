@@ -28,7 +28,7 @@ _LAZY: dict[str, str] = {
     **{name: "cuberay.platform.spec" for name in _SPECS},
     "run": "cuberay.platform.runner",
     "JobState": "cuberay.platform.policy.states",
-    "JobRecord": "cuberay.platform.control.store",
+    "JobRecord": "cuberay.platform.api.records",
 }
 _ERRORS = ("CuberayError", "SpecError", "AdmissionError", "NotFoundError", "JobFailedError",
            "PlatformNotRunningError")

@@ -18,7 +18,7 @@ from cuberay.cli import app, progress, views
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option
 from cuberay.errors import AdmissionError, JobFailedError, NotFoundError, SpecError
 from cuberay.platform import client, runner
-from cuberay.platform.control.store import JobRecord
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform, load_platform
 

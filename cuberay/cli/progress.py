@@ -14,8 +14,7 @@ from rich.console import Console
 
 from cuberay.cli.views import span
 from cuberay.platform import client
-from cuberay.platform.control.records import QueueEntry
-from cuberay.platform.control.store import JobRecord
+from cuberay.platform.api.records import JobRecord, QueueEntry
 from cuberay.platform.policy.states import JobState
 
 POLL_S = 1.0

@@ -19,7 +19,7 @@ from cuberay.cli import app
 from cuberay.cli.jobs_cmd import announce_and_follow, raise_for_end
 from cuberay.cli.output import Format, emit, output_option
 from cuberay.platform import client
-from cuberay.platform.control.store import JobRecord
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 

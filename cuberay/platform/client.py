@@ -23,9 +23,8 @@ from typing import Any, Iterator, Mapping
 
 from cuberay.errors import ControllerRestartingError, PlatformNotRunningError
 from cuberay.platform.api import ENDPOINTS, TOKEN_ENV, USER_ENV, Caller
+from cuberay.platform.api.records import JobRecord, JobRef, LogChunk, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
-from cuberay.platform.control.records import JobRef, LogChunk, QueueEntry, TenantUsage  # noqa: F401 (public API)
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.transport import ray_errors
 

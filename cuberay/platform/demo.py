@@ -48,9 +48,8 @@ import yaml
 import cuberay.pipelines as pipelines
 from cuberay.errors import CuberayError
 from cuberay.platform import client
+from cuberay.platform.api.records import JobRecord, JobRef, QueueEntry
 from cuberay.platform.control import head as controller_head
-from cuberay.platform.control.records import JobRef, QueueEntry
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform, load_platform, load_spec
 from cuberay.platform.spec.pipeline import load_pipeline

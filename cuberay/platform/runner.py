@@ -35,9 +35,8 @@ from typing import Any, Callable
 from cuberay.errors import CuberayError, JobFailedError
 from cuberay.platform import client
 from cuberay.platform.api import TOKEN_ENV, USER_ENV
+from cuberay.platform.api.records import JobRecord, QueueEntry
 from cuberay.platform.client import RESTART_WAIT_S
-from cuberay.platform.control.records import QueueEntry
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 
 EXIT_OK, EXIT_FAILED = 0, 1

@@ -36,7 +36,7 @@ import os
 import sys
 from typing import Mapping
 
-from cuberay.platform.control.records import JobIdentity
+from cuberay.platform.api.records import JobIdentity
 
 # Names that describe the gang itself; user env cannot override them.
 TOPOLOGY_NAMES = frozenset({

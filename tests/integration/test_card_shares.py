@@ -12,7 +12,7 @@ import re
 
 import ray
 
-from cuberay.platform.control.records import JobIdentity
+from cuberay.platform.api.records import JobIdentity
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.spec.resources import parse_worker
 from cuberay.train.gang import run_command_gang

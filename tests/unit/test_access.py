@@ -14,9 +14,10 @@ import pytest
 from cuberay.errors import AdmissionError, NotFoundError
 from cuberay.platform.api import ENDPOINTS, Caller, Endpoint
 from cuberay.platform.api.endpoints import rules_table
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control.guard import Guard, new_driver_token, token_hash
 from cuberay.platform.control.ids import SeqFloor
-from cuberay.platform.control.store import JobRecord, Store
+from cuberay.platform.control.store import Store
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_platform
 

@@ -27,8 +27,9 @@ from cuberay.errors import (
     SpecError,
 )
 from cuberay.platform import client
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.client import JobRef, QueueEntry, TenantUsage
-from cuberay.platform.control.store import JobRecord, Store
+from cuberay.platform.control.store import Store
 from cuberay.platform.policy.states import JobState
 
 NOW = 1_700_000_000.0

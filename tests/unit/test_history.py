@@ -7,8 +7,9 @@ import io
 from pathlib import Path
 from typing import Any
 
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control.history import TRACE_COLUMNS, export_trace
-from cuberay.platform.control.store import JobRecord, Store, default_url
+from cuberay.platform.control.store import Store, default_url
 from cuberay.platform.policy.states import JobState
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from cuberay.errors import NotFoundError, SpecError
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import logs
 from cuberay.platform.control.convert import submission_id
 from cuberay.platform.control.small import log_file
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 
 JOB = "a-x-1"

@@ -145,7 +145,7 @@ def test_outputs_a_step_sets_are_what_the_driver_reads(tmp_path: Path, monkeypat
 
 
 def test_a_step_whose_submit_was_cut_short_adopts_its_job_and_finishes(make) -> None:
-    from cuberay.platform.control.store import JobRecord
+    from cuberay.platform.api.records import JobRecord
     from cuberay.platform.policy.states import JobState
 
     clock = Clock(NOW)

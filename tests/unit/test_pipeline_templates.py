@@ -191,7 +191,7 @@ class SubmittedJobs:
         self.specs: list[dict[str, Any]] = []
 
     async def submit(self, caller: Any, spec: dict[str, Any], tenant: str) -> Any:
-        from cuberay.platform.control.store import JobRecord
+        from cuberay.platform.api.records import JobRecord
         from cuberay.platform.policy.states import JobState
 
         self.specs.append(spec)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import snapshot as snapshots
 from cuberay.platform.control.snapshot import NOT_ORDERED, take
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.order import queue_order
 from cuberay.platform.policy.states import JobState
 from tests.unit.helpers import cluster, cycle, job, state, submit

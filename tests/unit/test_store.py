@@ -14,17 +14,10 @@ from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.platform.api.records import EventRecord, JobRecord
 from cuberay.platform.control import pipeline_store  # noqa: F401 - its tables are on the store's metadata
 from cuberay.platform.control import tables as tables_mod
-from cuberay.platform.control.store import (
-    SCHEMA_VERSION,
-    AmbiguousJobError,
-    EventRecord,
-    JobRecord,
-    SchemaVersionError,
-    Store,
-    default_url,
-)
+from cuberay.platform.control.store import SCHEMA_VERSION, AmbiguousJobError, SchemaVersionError, Store, default_url
 from cuberay.platform.policy.states import JobState
 
 EXTERNAL_URL = os.environ.get("CUBERAY_TEST_DATABASE_URL")

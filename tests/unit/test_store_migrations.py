@@ -11,10 +11,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import MetaData
 
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import schema
 from cuberay.platform.control import store as store_mod
 from cuberay.platform.control import tables as tables_mod
-from cuberay.platform.control.store import JobRecord, SchemaVersionError, Store
+from cuberay.platform.control.store import SchemaVersionError, Store
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 

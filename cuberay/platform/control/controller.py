@@ -41,6 +41,7 @@ import ray
 from ray._private import state as ray_state
 
 from cuberay.errors import CuberayError
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import ids
 from cuberay.platform.control import snapshot as snap
@@ -60,7 +61,7 @@ from cuberay.platform.control.pipeline_api import PipelineAPI
 from cuberay.platform.control.reloading import Reload, persisted
 from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.small import SmallRuns
-from cuberay.platform.control.store import JobRecord, Store
+from cuberay.platform.control.store import Store
 from cuberay.platform.control.submitting import Submitting
 from cuberay.platform.control.views import Views
 from cuberay.platform.policy.admission import (

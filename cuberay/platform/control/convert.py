@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from cuberay.errors import AdmissionError, SpecError
-from cuberay.platform.control.records import JobIdentity, TenantUsage
-from cuberay.platform.control.store import JobRecord
+from cuberay.platform.api.records import JobIdentity, JobRecord, TenantUsage
 from cuberay.platform.policy.admission import ClusterState
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import confine_to_pools

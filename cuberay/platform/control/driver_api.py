@@ -12,10 +12,10 @@ import time
 from typing import Any
 
 from cuberay.errors import CuberayError
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 
 

@@ -22,10 +22,10 @@ import ray
 
 from cuberay.errors import CuberayError, NotFoundError, PlatformNotRunningError
 from cuberay.platform.api import TOKEN_ENV, USER_ENV
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.launcher import TERMINAL, Launcher
 from cuberay.platform.control.small import SmallRuns, is_small
-from cuberay.platform.control.store import JobRecord
 
 log = logging.getLogger("cuberay.controller")
 

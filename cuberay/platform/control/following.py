@@ -11,10 +11,10 @@ import logging
 import time
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.guard import new_driver_token, token_hash
 from cuberay.platform.control.launcher import STOPPED, SUCCEEDED, TERMINAL
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.states import JobState
 
 log = logging.getLogger("cuberay.controller")

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from cuberay.errors import AdmissionError, NotFoundError
 from cuberay.platform.api import Caller, Endpoint, Over, Who
-from cuberay.platform.control.store import JobRecord, Store, pick_named
+from cuberay.platform.api.records import JobRecord
+from cuberay.platform.control.store import Store, pick_named
 from cuberay.platform.spec import Platform
 
 _PLATFORM_PREFIX = "platform:"

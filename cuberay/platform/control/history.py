@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 from typing import Any, Iterable, Mapping, TextIO
 
-from cuberay.platform.control.store import JobRecord
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.spec.resources import CPU, MEMORY, parse_worker
 
 TRACE_COLUMNS = ("submit_time", "duration", "gpus", "cpus", "memory", "workers", "tenant", "priority")

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Callable
 
 from cuberay.errors import NotFoundError, SpecError
+from cuberay.platform.api.records import JobRecord, LogChunk
 from cuberay.platform.control import convert as conv
-from cuberay.platform.control.records import LogChunk
 from cuberay.platform.control.small import log_file
-from cuberay.platform.control.store import JobRecord
 
 LOGS = "logs"        # the controller's concurrency group for log reads
 CHUNK = 1 << 20      # bytes per read unless the caller asks for fewer

@@ -14,10 +14,10 @@ import logging
 from typing import Any, Mapping
 
 from cuberay.errors import NotFoundError, SpecError
+from cuberay.platform.api.records import RunRecord, StepRecord
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.pipeline_driver import PipelineDriver
-from cuberay.platform.control.pipeline_store import RunRecord, StepRecord
 
 log = logging.getLogger("cuberay.pipelines")
 

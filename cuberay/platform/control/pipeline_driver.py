@@ -26,9 +26,10 @@ from typing import Any, Callable, Mapping
 
 import cuberay.platform.spec.templates as tpl
 from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.platform.api.records import JobRecord, RunRecord, StepRecord
 from cuberay.platform.control import convert as conv
-from cuberay.platform.control.pipeline_store import DuplicateTickError, PipelineStore, RunRecord, StepRecord
-from cuberay.platform.control.store import JobRecord, Store
+from cuberay.platform.control.pipeline_store import DuplicateTickError, PipelineStore
+from cuberay.platform.control.store import Store
 from cuberay.platform.policy import pipelines as pol
 from cuberay.platform.policy.pipelines import RunState, StepState
 from cuberay.platform.policy.states import JobState

@@ -12,65 +12,16 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from sqlalchemy import JSON, Double, Index, Integer, String, Text, UniqueConstraint, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cuberay.errors import NotFoundError
+from cuberay.platform.api.records import PipelineRecord, RunRecord, StepRecord
 from cuberay.platform.control.store import Store
 from cuberay.platform.control.tables import ID_LEN, NAME_LEN, Base
 from cuberay.platform.policy.pipelines import RunState, StepState
-
-
-class PipelineRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
-
-    tenant: str = Field(description="Tenant the pipeline runs in.")
-    name: str = Field(description="Pipeline name.")
-    user: str = Field(description="Who submitted the current definition.")
-    spec: dict[str, Any] = Field(description="The Pipeline spec (step files inlined).")
-    version: int = Field(description="1 + how many times the definition was replaced.")
-    submit_time: float = Field(description="When the current definition was submitted (epoch s).")
-    last_tick: float | None = Field(default=None, description="The latest cron tick recorded as a run (epoch s).")
-
-
-class RunRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
-
-    id: str = Field(description="Run id: '<tenant>-<pipeline>-r<seq>'.")
-    tenant: str = Field(description="Tenant.")
-    pipeline: str = Field(description="Pipeline name.")
-    seq: int = Field(description="Run number of this pipeline.")
-    trigger: str = Field(description="schedule or manual.")
-    tick: float | None = Field(default=None, description="The cron tick (scheduled runs only; unique).")
-    execution_time: float = Field(description="The tick, or when a manual run was asked for (epoch s).")
-    user: str = Field(description="Who asked for it ('cuberay' for the schedule).")
-    spec: dict[str, Any] = Field(description="The pipeline definition this run runs (fixed at its creation).")
-    params: dict[str, Any] = Field(default_factory=dict, description="Parameter overrides of this run.")
-    state: RunState = Field(description="WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED or EXPIRED.")
-    workdir: str = Field(description="The run's working directory under the tenant's storage.")
-    create_time: float = Field(description="When the run was recorded (epoch s).")
-    start_time: float | None = Field(default=None, description="When its first step could start (epoch s).")
-    end_time: float | None = Field(default=None, description="When it ended (epoch s).")
-    message: str = Field(default="", description="Why it waits, or how it ended.")
-
-
-class StepRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
-
-    run_id: str = Field(description="The run.")
-    name: str = Field(description="Step name.")
-    state: StepState = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED, SKIPPED, CANCELLED, "
-                                         "UPSTREAM_FAILED.")
-    attempt: int = Field(default=0, description="Attempts started so far.")
-    job_id: str | None = Field(default=None, description="The current (or last) attempt's job id.")
-    job_ids: list[str] = Field(default_factory=list, description="Every attempt's job id, oldest first.")
-    start_time: float | None = Field(default=None, description="When the current attempt's job started running.")
-    end_time: float | None = Field(default=None, description="When the step ended (epoch s).")
-    message: str = Field(default="", description="Why it is in its state.")
-    outputs: dict[str, Any] = Field(default_factory=dict, description="Outputs it published (once SUCCEEDED).")
-    nodes: list[str] = Field(default_factory=list, description="Nodes the current attempt ran on.")
 
 
 class _PipelineRow(Base):

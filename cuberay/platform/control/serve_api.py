@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from cuberay.errors import NotFoundError
+from cuberay.platform.api.records import ServeChangeRecord
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
-from cuberay.platform.control.store import ServeChangeRecord
 from cuberay.platform.policy.states import JobState
 
 

@@ -24,9 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from cuberay.platform.api.records import JobRecord, QueueEntry, TenantUsage
 from cuberay.platform.control.convert import short
-from cuberay.platform.control.records import QueueEntry, TenantUsage
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.admission import ClusterState, RunningJob
 from cuberay.platform.policy.order import queue_order
 from cuberay.platform.policy.queue import JobRequest

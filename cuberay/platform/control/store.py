@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import (
     create_engine,
     event,
@@ -27,6 +26,7 @@ from sqlalchemy.orm import sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.platform.api.records import EventRecord, JobRecord, ServeChangeRecord
 from cuberay.platform.control import schema
 from cuberay.platform.control.schema import SCHEMA_VERSION, SchemaVersionError  # noqa: F401 (public API)
 from cuberay.platform.control.tables import (
@@ -49,68 +49,10 @@ class AmbiguousJobError(SpecError):
 # ---------------------------------------------------------------- records (returned to callers)
 
 
-class JobRecord(BaseModel):
-    """One job as stored: its spec, state and the controller's bookkeeping."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
-
-    id: str = Field(description="Job id: '<tenant>-<name>-<seq>', e.g. 'vision-mnist-ddp-3'.")
-    tenant: str = Field(description="Tenant the job runs under.")
-    name: str = Field(description="Job name from the spec's metadata.")
-    kind: str = Field(description="Spec kind: TrainJob, TuneJob, ServeApp or Task.")
-    user: str = Field(description="Who submitted the job.")
-    spec: dict[str, Any] = Field(description="The full spec, as model_dump(mode='json').")
-    state: JobState = Field(description="Lifecycle state.")
-    priority: int = Field(description="Effective priority (higher runs first).")
-    submit_time: float = Field(description="Submission time, seconds since the epoch.")
-    seq: int = Field(description="Sequence number among jobs of the same tenant and name.")
-    start_time: float | None = Field(default=None, description="Start of the current or last run (epoch s).")
-    end_time: float | None = Field(default=None, description="End of the last run (epoch s).")
-    attempts: int = Field(default=0, description="How many times the job was started.")
-    allocation: list[dict[str, Any]] | None = Field(
-        default=None, description="One entry per worker while resources are held, e.g. {'node_id': ...}.")
-    reason: str = Field(default="", description="Why the last decision was made, e.g. why the job waits.")
-    submission_id: str | None = Field(default=None, description="Current Ray Job submission id.")
-    driver: str | None = Field(
-        default=None, description="'launcher', or 'external' for a `ray job submit -- cuberay run` driver.")
-    attained_gpu_s: float = Field(default=0.0, description="GPU-seconds of service so far.")
-    gpus: float = Field(default=0.0, description="Total GPUs of the gang.")
-    message: str | None = Field(default=None, description="Final message or error.")
-    checkpoint_time: float | None = Field(
-        default=None, description="When the current run last reported a checkpoint (epoch s); None if never.")
-    correction: dict[str, Any] | None = Field(
-        default=None, description="Automatic resource correction at submit: {requested, corrected, reason} "
-                                  "per worker (Ray names: CPU cores, memory bytes); None if none was applied.")
-    request_id: str | None = Field(
-        default=None, description="The submitter's own id for this submission: the same user submitting the "
-                                  "same request id again gets this job back instead of a new one.")
 
 
-class EventRecord(BaseModel):
-    """One line of the platform's event log."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
-
-    id: int = Field(description="Increasing event id.")
-    time: float = Field(description="When it happened, seconds since the epoch.")
-    job_id: str | None = Field(description="The job concerned, if any.")
-    kind: str = Field(description="submitted, rejected, admitted, started, preempted, requeued, succeeded, "
-                                  "failed, cancelled, node_joined, node_lost, ...")
-    message: str = Field(description="What happened, in words.")
 
 
-class ServeChangeRecord(BaseModel):
-    """One change of a serving app's traffic: who, when, what."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
-
-    id: int = Field(description="Increasing change id.")
-    time: float = Field(description="When it was applied, seconds since the epoch.")
-    app: str = Field(description="The ServeApp's job id.")
-    user: str = Field(description="Who made it ('cuberay' for the platform's own rollbacks).")
-    action: str = Field(description="deploy, rollout, rollback, delete.")
-    weights: dict[str, float] = Field(description="Version weights (percent) after the change.")
-    note: str = Field(description="Why, in words, e.g. 'rollout to v2: step 2' or the broken threshold.")
 
 
 _JOB_FIELDS = frozenset(JobRecord.model_fields)

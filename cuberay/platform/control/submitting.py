@@ -15,11 +15,11 @@ import time
 from typing import Any, Mapping
 
 from cuberay.errors import AdmissionError, SpecError
+from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import correcting
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal, token_hash
-from cuberay.platform.control.store import JobRecord
 from cuberay.platform.policy.autoscale import with_headroom
 from cuberay.platform.policy.fit import check_job
 from cuberay.platform.policy.states import JobState

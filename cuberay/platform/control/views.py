@@ -21,12 +21,11 @@ from typing import Any
 
 import ray
 
+from cuberay.platform.api.records import EventRecord, JobRecord, LogChunk, QueueEntry, TenantUsage
 from cuberay.platform.control import logs as job_logs
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
-from cuberay.platform.control.records import LogChunk, QueueEntry, TenantUsage
 from cuberay.platform.control.snapshot import Snapshot
-from cuberay.platform.control.store import EventRecord, JobRecord
 from cuberay.platform.policy.states import JobState
 
 ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)

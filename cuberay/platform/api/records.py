@@ -1,0 +1,209 @@
+"""The records that cross the controller's boundary: what every call takes and hands back.
+
+Frozen and plain (pydantic models and dataclasses, no database rows), so they pickle across Ray actor calls
+and serialise as JSON for other transports; the controller builds them, the client returns them, the CLI and
+the console render them. Pure: importing this loads neither Ray nor the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuberay.platform.policy.pipelines import RunState, StepState
+from cuberay.platform.policy.states import JobState
+
+
+class JobRecord(BaseModel):
+    """One job as stored: its spec, state and the controller's bookkeeping."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: str = Field(description="Job id: '<tenant>-<name>-<seq>', e.g. 'vision-mnist-ddp-3'.")
+    tenant: str = Field(description="Tenant the job runs under.")
+    name: str = Field(description="Job name from the spec's metadata.")
+    kind: str = Field(description="Spec kind: TrainJob, TuneJob, ServeApp or Task.")
+    user: str = Field(description="Who submitted the job.")
+    spec: dict[str, Any] = Field(description="The full spec, as model_dump(mode='json').")
+    state: JobState = Field(description="Lifecycle state.")
+    priority: int = Field(description="Effective priority (higher runs first).")
+    submit_time: float = Field(description="Submission time, seconds since the epoch.")
+    seq: int = Field(description="Sequence number among jobs of the same tenant and name.")
+    start_time: float | None = Field(default=None, description="Start of the current or last run (epoch s).")
+    end_time: float | None = Field(default=None, description="End of the last run (epoch s).")
+    attempts: int = Field(default=0, description="How many times the job was started.")
+    allocation: list[dict[str, Any]] | None = Field(
+        default=None, description="One entry per worker while resources are held, e.g. {'node_id': ...}.")
+    reason: str = Field(default="", description="Why the last decision was made, e.g. why the job waits.")
+    submission_id: str | None = Field(default=None, description="Current Ray Job submission id.")
+    driver: str | None = Field(
+        default=None, description="'launcher', or 'external' for a `ray job submit -- cuberay run` driver.")
+    attained_gpu_s: float = Field(default=0.0, description="GPU-seconds of service so far.")
+    gpus: float = Field(default=0.0, description="Total GPUs of the gang.")
+    message: str | None = Field(default=None, description="Final message or error.")
+    checkpoint_time: float | None = Field(
+        default=None, description="When the current run last reported a checkpoint (epoch s); None if never.")
+    correction: dict[str, Any] | None = Field(
+        default=None, description="Automatic resource correction at submit: {requested, corrected, reason} "
+                                  "per worker (Ray names: CPU cores, memory bytes); None if none was applied.")
+    request_id: str | None = Field(
+        default=None, description="The submitter's own id for this submission: the same user submitting the "
+                                  "same request id again gets this job back instead of a new one.")
+
+
+class EventRecord(BaseModel):
+    """One line of the platform's event log."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: int = Field(description="Increasing event id.")
+    time: float = Field(description="When it happened, seconds since the epoch.")
+    job_id: str | None = Field(description="The job concerned, if any.")
+    kind: str = Field(description="submitted, rejected, admitted, started, preempted, requeued, succeeded, "
+                                  "failed, cancelled, node_joined, node_lost, ...")
+    message: str = Field(description="What happened, in words.")
+
+
+class ServeChangeRecord(BaseModel):
+    """One change of a serving app's traffic: who, when, what."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: int = Field(description="Increasing change id.")
+    time: float = Field(description="When it was applied, seconds since the epoch.")
+    app: str = Field(description="The ServeApp's job id.")
+    user: str = Field(description="Who made it ('cuberay' for the platform's own rollbacks).")
+    action: str = Field(description="deploy, rollout, rollback, delete.")
+    weights: dict[str, float] = Field(description="Version weights (percent) after the change.")
+    note: str = Field(description="Why, in words, e.g. 'rollout to v2: step 2' or the broken threshold.")
+
+
+class PipelineRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    tenant: str = Field(description="Tenant the pipeline runs in.")
+    name: str = Field(description="Pipeline name.")
+    user: str = Field(description="Who submitted the current definition.")
+    spec: dict[str, Any] = Field(description="The Pipeline spec (step files inlined).")
+    version: int = Field(description="1 + how many times the definition was replaced.")
+    submit_time: float = Field(description="When the current definition was submitted (epoch s).")
+    last_tick: float | None = Field(default=None, description="The latest cron tick recorded as a run (epoch s).")
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    id: str = Field(description="Run id: '<tenant>-<pipeline>-r<seq>'.")
+    tenant: str = Field(description="Tenant.")
+    pipeline: str = Field(description="Pipeline name.")
+    seq: int = Field(description="Run number of this pipeline.")
+    trigger: str = Field(description="schedule or manual.")
+    tick: float | None = Field(default=None, description="The cron tick (scheduled runs only; unique).")
+    execution_time: float = Field(description="The tick, or when a manual run was asked for (epoch s).")
+    user: str = Field(description="Who asked for it ('cuberay' for the schedule).")
+    spec: dict[str, Any] = Field(description="The pipeline definition this run runs (fixed at its creation).")
+    params: dict[str, Any] = Field(default_factory=dict, description="Parameter overrides of this run.")
+    state: RunState = Field(description="WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED or EXPIRED.")
+    workdir: str = Field(description="The run's working directory under the tenant's storage.")
+    create_time: float = Field(description="When the run was recorded (epoch s).")
+    start_time: float | None = Field(default=None, description="When its first step could start (epoch s).")
+    end_time: float | None = Field(default=None, description="When it ended (epoch s).")
+    message: str = Field(default="", description="Why it waits, or how it ended.")
+
+
+class StepRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
+
+    run_id: str = Field(description="The run.")
+    name: str = Field(description="Step name.")
+    state: StepState = Field(description="PENDING, RUNNING, SUCCEEDED, FAILED, SKIPPED, CANCELLED, "
+                                         "UPSTREAM_FAILED.")
+    attempt: int = Field(default=0, description="Attempts started so far.")
+    job_id: str | None = Field(default=None, description="The current (or last) attempt's job id.")
+    job_ids: list[str] = Field(default_factory=list, description="Every attempt's job id, oldest first.")
+    start_time: float | None = Field(default=None, description="When the current attempt's job started running.")
+    end_time: float | None = Field(default=None, description="When the step ended (epoch s).")
+    message: str = Field(default="", description="Why it is in its state.")
+    outputs: dict[str, Any] = Field(default_factory=dict, description="Outputs it published (once SUCCEEDED).")
+    nodes: list[str] = Field(default_factory=list, description="Nodes the current attempt ran on.")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A handle to a submitted job; prints as ``cuberay://<tenant>/<job id>``."""
+
+    id: str
+    tenant: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"cuberay://{self.tenant}/{self.id}"
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One line of ``cuberay queue``: a running or waiting job, its position and why it waits."""
+
+    job_id: str
+    tenant: str
+    name: str
+    kind: str
+    state: JobState
+    position: int | None      # 1-based place in admission order; None when running
+    reason: str               # why it waits / where it runs
+    gpus: float
+    workers: int
+    age_s: float
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """One line of ``cuberay tenants``: quota and what is in use (resource name -> amount)."""
+
+    name: str
+    guaranteed: Mapping[str, float]
+    max: Mapping[str, float] | None
+    in_use: Mapping[str, float]
+    borrowed: Mapping[str, float]
+    running: int
+    queued: int
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """Who and what a job is, as the ``KFJ_*`` names expose it to user code.
+
+    Resource fields are the per-worker strings exactly as the user typed them
+    (``"2(V100)"``, ``"32Gi"``), since CubeStudio scripts parse those raw strings.
+    """
+
+    job_id: str
+    name: str
+    tenant: str
+    user: str
+    run_id: str
+    kind: str
+    cpu: str = ""
+    memory: str = ""
+    gpu: str = ""
+    rdma: str = ""
+    namespace: str = ""
+    environment: str = "local"
+
+
+class LogChunk(BaseModel):
+    """A piece of one attempt's log, read from a byte offset (control/logs.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempt: int = Field(description="The attempt the text is from, 1 for the first; 0 while none has started.")
+    offset: int = Field(description="Byte offset in that attempt's log where the text begins.")
+    text: str = Field(description="The log's bytes from offset, decoded as UTF-8; never ends inside a character.")
+    next_offset: int = Field(description="Where to read on: offset plus the number of bytes the text came from.")
+    more: bool = Field(description="Whether the log already holds bytes past next_offset (the read hit its limit).")
+    latest_attempt: int = Field(description="The job's latest attempt: a higher one than attempt means a new "
+                                            "attempt started; 0 while none has.")
+    terminal: bool = Field(description="Whether the job has ended: once read to its end, no more text comes "
+                                       "for the latest attempt.")
