@@ -2,7 +2,7 @@
 
 Deploying submits the ServeApp to the controller like any job, after the checks
 that need the cluster (checkpoints, routes, engines), so bad input fails before
-anything is queued. Traffic changes go straight to Serve's declarative config and
+anything is queued; the controller refuses a route or name another active app holds. Traffic changes go straight to Serve's declarative config and
 are recorded in the platform's store with who made them.
 """
 
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuberay.errors import AdmissionError, CuberayError, NotFoundError, SpecError
+from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
@@ -57,7 +57,6 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
     user = user or client.current_user()
     if tenant or app.tenant is None:
         app = app.with_tenant(tenant or _only_tenant(user))  # type: ignore[assignment]
-    _check_not_taken(app)
     entry_for(app, [], client._call)  # checkpoints, routes, engines: fail here, not in the driver
     ref = client.submit(app, app.tenant, user=user)
     deadline = time.monotonic() + wait_s
@@ -71,20 +70,6 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
         if time.monotonic() > deadline:
             return record  # queued or starting: `cuberay serve status` follows it
         time.sleep(1.0)
-
-
-def _check_not_taken(app: ServeApp) -> None:
-    """Refuse a name the tenant already serves, or a route another active app (queued too) holds."""
-    for other in client.list_jobs(None, _ACTIVE):
-        if other.kind != "ServeApp":
-            continue
-        if other.tenant == app.tenant and other.name == app.name:
-            raise AdmissionError(f"app {app.name!r} is already deployed as {other.id}; change traffic with "
-                                 f"`cuberay serve rollout`, or `cuberay serve delete {app.name}` first")
-        route = (other.spec.get("spec") or {}).get("route_prefix")
-        if route == app.spec.route_prefix:
-            raise SpecError(f"route_prefix {route!r} is already taken by app {other.name!r} ({other.id}, "
-                            f"{other.state.value}); choose another route_prefix", path="spec.route_prefix")
 
 
 def _only_tenant(user: str) -> str:

@@ -44,6 +44,7 @@ from cuberay.errors import AdmissionError, CuberayError
 from cuberay.platform.control import access, ids
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import snapshot as snap
+from cuberay.platform.control.claims import Claims
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.following import Following
@@ -101,6 +102,7 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
         self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
         self._scale_request: list[Any] | None = None
         self._wake = asyncio.Event()
+        self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
         self.drivers = Drivers(Launcher(cluster_dashboard_url(),
                                         max_drivers=self.platform.spec.scheduler.max_drivers),
                                SmallRuns(self.tenant_storage, self._wake.set,
@@ -133,6 +135,7 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
                 continue
             req = conv.job_request(rec.id, job, tenant, rec.submit_time, rec.attained_gpu_s)
             self.state.queue.add(req)
+            self.claims.hold(rec.id, job.claims())
             if rec.state.is_waiting:
                 if rec.state == JobState.PREEMPTED:
                     self.store.update_job(rec.id, state=JobState.QUEUED)

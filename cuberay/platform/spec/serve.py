@@ -31,7 +31,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from cuberay.platform.spec.common import ImportPath, Name, SpecModel
 from cuberay.platform.spec.load import FieldError, parse_duration
-from cuberay.platform.spec.workload import ElasticWorkers, JobBase, Workers, WorkloadSpec
+from cuberay.platform.spec.workload import Claim, ElasticWorkers, JobBase, Workers, WorkloadSpec
 
 Engine = Literal["torch", "custom", "vllm"]
 
@@ -224,3 +224,11 @@ class ServeApp(JobBase):
     def serve_name(self) -> str:
         """The Serve application name: unique across tenants."""
         return f"{self.tenant}-{self.name}" if self.tenant else self.name
+
+    def claims(self) -> tuple[Claim, ...]:
+        """Serve app names and route prefixes are one namespace on the cluster, across tenants."""
+        return (Claim(what="Serve app name", value=self.serve_name,
+                      fix=f"change its traffic with `cuberay serve rollout {self.name}`, or take it down first "
+                          f"(`cuberay serve delete {self.name}`)"),
+                Claim(what="route_prefix", value=self.spec.route_prefix,
+                      fix="choose another route_prefix, or take that app down first (`cuberay serve delete`)"))
