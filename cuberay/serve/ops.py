@@ -1,9 +1,11 @@
 """What `cuberay serve ...` does: deploy, status, rollout, rollback, history, delete (a connected client).
 
 Deploying submits the ServeApp to the controller like any job, after the checks
-that need the cluster (checkpoints, routes, engines), so bad input fails before
-anything is queued; the controller refuses a route or name another active app holds. Traffic changes go straight to Serve's declarative config and
-are recorded in the platform's store with who made them.
+that need the cluster (checkpoints, engines), so bad input fails before anything is
+queued; the controller refuses a route or name another active app holds. Traffic
+changes are the controller's to make (it is the only writer of Serve's declarative
+config, and records each change with who made it); this module asks it, then waits
+until the app's ingress runs the new config.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 from cuberay.platform.spec.serve import ServeApp
 from cuberay.serve import deploy, rollout
-from cuberay.serve.config import traffic_of, with_traffic
+from cuberay.serve.config import traffic_of
 from cuberay.serve.service import entry_for
 
 PLATFORM_USER = "cuberay"  # the author of the platform's own changes (automatic rollbacks)
@@ -57,7 +59,7 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
     user = user or client.current_user()
     if tenant or app.tenant is None:
         app = app.with_tenant(tenant or _only_tenant(user))  # type: ignore[assignment]
-    entry_for(app, [], client._call)  # checkpoints, routes, engines: fail here, not in the driver
+    entry_for(app, [], client._call)  # checkpoints, engines: fail here, not in the driver
     ref = client.submit(app, app.tenant, user=user)
     deadline = time.monotonic() + wait_s
     while True:
@@ -91,11 +93,8 @@ def status(name: str, tenant: str | None = None) -> dict[str, Any]:
 
 
 def _change(record: Any, app: ServeApp, user: str, action: str, weights: dict, note: str) -> None:
-    config = deploy.deployed_config(app.serve_name)
-    new = with_traffic(config, weights=dict(weights))
-    deploy.apply(new)
-    deploy.wait_traffic(app.serve_name, traffic_of(new))
-    client._call("serve_change", record.id, user, action, dict(weights), note)
+    traffic = client._call("serve_traffic", record.id, user, action, {"weights": dict(weights)}, note)
+    deploy.wait_traffic(app.serve_name, traffic)
 
 
 def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = None,
@@ -122,17 +121,14 @@ def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = N
                        stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep)
 
 
-def rollback(name: str, tenant: str | None = None) -> dict[str, float]:
-    """Restore the weights the app had before its last traffic change; the weights restored."""
+def rollback(name: str, tenant: str | None = None, to: int | None = None) -> dict[str, float]:
+    """Restore the weights the app had before its last rollout (or, without one, before its last change), or
+    those of change ``to`` (an id from ``history``); the weights restored."""
     record = find(name, tenant)
     app = _app(record)
-    history = client._call("serve_history", record.id, None)
-    current = traffic_of(deploy.deployed_config(app.serve_name))["weights"]
-    earlier = [c.weights for c in history if c.weights != current]
-    if not earlier:
-        raise CuberayError(f"app {name!r} has had no other weights than {current}; nothing to roll back to")
-    _change(record, app, client.current_user(), "rollback", earlier[-1], f"manual rollback from {current}")
-    return earlier[-1]
+    traffic = client._call("serve_rollback", record.id, client.current_user(), to)
+    deploy.wait_traffic(app.serve_name, traffic)
+    return traffic["weights"]
 
 
 def history(name: str, tenant: str | None = None) -> list[Any]:
@@ -143,14 +139,12 @@ def history(name: str, tenant: str | None = None) -> list[Any]:
 
 
 def delete(name: str, tenant: str | None = None) -> Any:
-    """Cancel the app's job (its driver takes it off Serve) and make sure Serve no longer has it."""
+    """Cancel the app's job (its driver takes it off Serve); the controller makes sure Serve no longer has it."""
     record = find(name, tenant)
     app = _app(record)
     ended = client.cancel(record.id)
     deadline = time.monotonic() + 30
     while deploy.app_status(app.serve_name) is not None and time.monotonic() < deadline:
         time.sleep(0.5)
-    if deploy.app_status(app.serve_name) is not None:
-        deploy.remove(app.serve_name)
-    client._call("serve_change", record.id, client.current_user(), "delete", {}, "app deleted, quota freed")
+    client._call("serve_delete", record.id, client.current_user())
     return ended

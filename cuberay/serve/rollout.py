@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from cuberay.platform.policy.serving import step_note
+
 Weights = dict[str, int]
 
 
@@ -102,8 +104,9 @@ def run(current: Mapping[str, int], target: str, steps: int | Sequence[float], i
     """
     before = dict(current)
     outcome = Outcome(completed=False)
-    for number, weights in enumerate(plan(current, target, steps), start=1):
-        apply(weights, f"rollout to {target}: step {number}")
+    weight_plan = plan(current, target, steps)
+    for number, weights in enumerate(weight_plan, start=1):
+        apply(weights, step_note(target, number, len(weight_plan)))
         outcome.applied.append(weights)
         wait(interval_s)
         problem = verdict(stats(interval_s), target, limits)

@@ -58,6 +58,8 @@ from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.control.pipeline_api import PipelineAPI
 from cuberay.platform.control.reloading import Reload, persisted
 from cuberay.platform.control.serve_api import ServeAPI
+from cuberay.platform.control.serve_rest import ServeRest
+from cuberay.platform.control.serving import Serving
 from cuberay.platform.control.small import SmallRuns
 from cuberay.platform.control.store import JobRecord, Store
 from cuberay.platform.control.submitting import Submitting
@@ -102,9 +104,10 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
         self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
         self._scale_request: list[Any] | None = None
         self._wake = asyncio.Event()
+        dashboard = cluster_dashboard_url()
+        self.serving = Serving(self.store, ServeRest(dashboard), self.tenant_storage)  # Serve's one writer
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
-        self.drivers = Drivers(Launcher(cluster_dashboard_url(),
-                                        max_drivers=self.platform.spec.scheduler.max_drivers),
+        self.drivers = Drivers(Launcher(dashboard, max_drivers=self.platform.spec.scheduler.max_drivers),
                                SmallRuns(self.tenant_storage, self._wake.set,
                                          ray.get_runtime_context().get_node_id())
                                if self.platform.spec.scheduler.small_jobs else None)

@@ -1,17 +1,15 @@
-"""The controller's serving API: which trained run to serve, and the traffic history of serving apps.
+"""The controller's serving calls: thin entries into its serving component (``control/serving.py``).
 
-A mixin of :class:`cuberay.platform.control.controller.Controller` (it supplies
-``store`` and ``platform``).
+A mixin of :class:`cuberay.platform.control.controller.Controller`, which supplies ``serving``. A ServeApp's
+driver deploys, updates and removes its app through these, and `cuberay serve` changes traffic through them:
+nothing else writes Serve's declarative config.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from cuberay.errors import NotFoundError
 from cuberay.platform.control.store import ServeChangeRecord
-from cuberay.platform.policy.states import JobState
 
 
 class ServeAPI:
@@ -20,27 +18,28 @@ class ServeAPI:
     async def train_run(self, tenant: str, job: str | None = None, run: str | None = None,
                         previous: int = 0) -> dict[str, Any]:
         """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
-        done = [r for r in self.store.list_jobs(tenant, [JobState.SUCCEEDED]) if r.kind == "TrainJob"
-                and (r.id == run if run else r.name == job)]
-        done.sort(key=lambda r: (r.submit_time, r.seq), reverse=True)
-        what = f"run {run!r}" if run else f"TrainJob {job!r}"
-        if len(done) <= previous:
-            found = f"only {len(done)} SUCCEEDED run(s)" if done else "no SUCCEEDED run"
-            raise NotFoundError(f"{what} of tenant {tenant!r} has {found} (asked for the latest"
-                                f"{f' minus {previous}' if previous else ''}); train it first with `cuberay "
-                                f"submit`, or name a run id that SUCCEEDED (`cuberay queue` lists jobs)")
-        rec = done[previous]
-        t = self.platform.tenant(tenant)
-        storage = Path(t.storage or self.platform.storage_path() / t.name).expanduser()
-        spec = rec.spec.get("spec") or {}
-        return {"id": rec.id, "config": spec.get("config") or {}, "entrypoint": spec.get("entrypoint"),
-                "storage_path": str(storage)}
+        return self.serving.train_run(tenant, job, run, previous)
 
-    async def serve_change(self, app: str, user: str, action: str, weights: dict[str, float],
-                           note: str = "") -> ServeChangeRecord:
-        """Record a traffic change of a serving app (deploy, rollout step, rollback, delete)."""
-        self.store.add_event("serve", f"{action} by {user}: {weights}" + (f" ({note})" if note else ""), app)
-        return self.store.add_serve_change(app, user, action, weights, note)
+    async def serve_deploy(self, job_id: str, attempt: int, entry: Mapping[str, Any], note: str = "") -> dict:
+        """The driver's deploy or update of its app's Serve entry; the weights the app serves."""
+        return await self.serving.deploy(job_id, attempt, entry, note)
+
+    async def serve_undeploy(self, job_id: str, attempt: int) -> bool:
+        """The driver's removal of its app from Serve as its attempt ends."""
+        return await self.serving.undeploy(job_id, attempt)
+
+    async def serve_traffic(self, job_id: str, user: str, action: str, changes: Mapping[str, Any],
+                            note: str = "") -> dict[str, Any]:
+        """Change a running app's traffic (a rollout step, an automatic rollback, a rate limit); the new config."""
+        return await self.serving.change_traffic(job_id, user, action, changes, note)
+
+    async def serve_rollback(self, job_id: str, user: str, to: int | None = None) -> dict[str, Any]:
+        """Restore the weights before the app's last rollout, or those of change ``to``; the new config."""
+        return await self.serving.rollback(job_id, user, to)
+
+    async def serve_delete(self, job_id: str, user: str) -> ServeChangeRecord:
+        """After the app's job was cancelled: take it off Serve if its driver did not, and record the delete."""
+        return await self.serving.delete(job_id, user)
 
     async def serve_history(self, app: str, limit: int | None = 100) -> list[ServeChangeRecord]:
-        return self.store.serve_changes(app, limit)
+        return self.serving.history(app, limit)
