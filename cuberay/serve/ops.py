@@ -19,12 +19,13 @@ from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
-from cuberay.platform.spec.serve import ServeApp
+from cuberay.platform.spec.serve import MAX_STEP_TIMEOUT_S, ServeApp
 from cuberay.serve import deploy, rollout
 from cuberay.serve.config import traffic_of
 from cuberay.serve.service import entry_for
 
 PLATFORM_USER = "cuberay"  # the author of the platform's own changes (automatic rollbacks)
+STATUS_WINDOW_S = 60.0  # the figures `cuberay serve status` shows: the last minute
 _ACTIVE = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING]
 
 
@@ -85,7 +86,7 @@ def status(name: str, tenant: str | None = None) -> dict[str, Any]:
     record = find(name, tenant)
     app = _app(record)
     serve_state = deploy.app_status(app.serve_name) or {}
-    figures = deploy.stats(app.serve_name) if serve_state.get("status") == "RUNNING" and \
+    figures = deploy.stats(app.serve_name, STATUS_WINDOW_S) if serve_state.get("status") == "RUNNING" and \
         "vllm" not in app.spec.engines else {}
     return {"app": record.id, "state": record.state.value, "serve": serve_state.get("status", "NOT DEPLOYED"),
             "route": app.spec.route_prefix, "nodes": sorted({a["node_id"] for a in record.allocation or []}),
@@ -98,8 +99,10 @@ def _change(record: Any, app: ServeApp, user: str, action: str, weights: dict, n
 
 
 def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = None,
-                interval_s: float | None = None, say=print) -> rollout.Outcome:
-    """Move all traffic to version ``to`` step by step; roll back by itself if a step breaks a limit."""
+                interval_s: float | None = None, step_timeout_s: float | None = None,
+                say=print) -> rollout.Outcome:
+    """Move all traffic to version ``to`` step by step; roll back by itself if a step breaks a limit or gets
+    fewer than ``min_requests`` within ``step_timeout_s``."""
     record = find(name, tenant)
     app = _app(record)
     names = [v.name for v in app.spec.versions]
@@ -108,7 +111,12 @@ def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = N
     user = client.current_user()
     current = traffic_of(deploy.deployed_config(app.serve_name))["weights"]
     spec = app.spec.rollout
-    limits = rollout.Thresholds(spec.max_error_rate, spec.max_p99_ms, spec.min_requests)
+    interval = spec.interval_s if interval_s is None else interval_s
+    timeout = max(interval, spec.step_timeout_s if step_timeout_s is None else step_timeout_s)
+    if timeout > MAX_STEP_TIMEOUT_S:
+        raise SpecError(f"a step may wait at most {MAX_STEP_TIMEOUT_S:g}s (the figures a serving app keeps), not "
+                        f"{timeout:g}s", path="--interval" if interval > MAX_STEP_TIMEOUT_S else "--step-timeout")
+    limits = rollout.Thresholds(spec.max_error_rate, spec.max_p99_ms, spec.min_requests, timeout)
 
     def apply(weights: dict, note: str) -> None:
         automatic = note.startswith("automatic rollback")
@@ -116,9 +124,9 @@ def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = N
                 weights, note)
         say(f"{note}: weights {weights}")
 
-    return rollout.run(current, to, steps if steps is not None else spec.steps,
-                       spec.interval_s if interval_s is None else interval_s, limits, apply=apply,
-                       stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep)
+    return rollout.run(current, to, steps if steps is not None else spec.steps, interval, limits, apply=apply,
+                       stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep,
+                       clock=time.monotonic)
 
 
 def rollback(name: str, tenant: str | None = None, to: int | None = None) -> dict[str, float]:
