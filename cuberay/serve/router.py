@@ -40,7 +40,9 @@ class TrafficMixin:
     def reconfigure(self, config: dict) -> None:
         self.policy = Policy(config, time.monotonic())
 
-    def stats(self, window_s: float | None = None) -> dict:
+    async def stats(self, window_s: float | None = None) -> dict:
+        # On the replica's event loop, where requests are counted: Serve runs a plain method in a thread, and
+        # reading the samples while a request appends one fails ("deque mutated during iteration").
         return {"weights": dict(self.policy.config["weights"]), "traffic": dict(self.policy.config),
                 "versions": self.metrics.snapshot(window_s)}
 

@@ -100,3 +100,12 @@ def test_an_internal_failure_answers_500_with_a_request_id_and_logs_the_tracebac
     [line] = kept.lines
     assert line.startswith(f"request {body['request_id']} to t-web: version v2 failed\nTraceback")
     assert "the weights file is corrupt" in line
+
+
+def test_the_ingress_reads_its_figures_on_the_loop_that_counts_requests() -> None:
+    """Serve runs a plain method in a worker thread: figures read there race the requests being counted."""
+    import inspect
+
+    from cuberay.serve.router import TrafficMixin
+
+    assert inspect.iscoroutinefunction(TrafficMixin.stats)
