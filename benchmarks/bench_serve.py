@@ -69,6 +69,7 @@ def _deploy(ckpts: dict[str, str]) -> dict[str, str]:
 
     from cuberay.serve import config as C
     from cuberay.serve import deploy
+    from cuberay.serve.app import build
     from cuberay.serve.predictor import TorchPredictor
 
     small = {"num_cpus": 0.1}
@@ -97,7 +98,8 @@ def _deploy(ckpts: dict[str, str]) -> dict[str, str]:
     for label, (traffic, multiplex) in apps.items():
         name = label.replace("/", "-").replace("+", "-")
         plan = C.AppPlan(name, f"/{name}", versions, traffic, router_actor_options=small, multiplex=multiplex)
-        deploy.apply(C.app_config(plan))
+        # Imperatively, like the other paths: Serve's declarative config is the platform controller's alone.
+        serve.run(build({"plan": plan.to_args()}), name=name, route_prefix=f"/{name}")
         routes[label] = f"/{name}"
     for label in apps:
         deploy.wait_running(label.replace("/", "-").replace("+", "-"), timeout_s=600)

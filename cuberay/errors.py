@@ -58,3 +58,9 @@ class PlatformNotRunningError(CuberayError):
 
 class ControllerRestartingError(PlatformNotRunningError):
     """The controller died mid-call or is restarting: Ray brings it back, so the call can be repeated."""
+
+
+class ServeDeployError(CuberayError):
+    """Ray Serve refused, failed or did not keep a deployment."""
+
+    exit_code = 1

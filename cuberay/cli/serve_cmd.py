@@ -2,9 +2,9 @@
 
     cuberay serve deploy FILE           check, submit, wait until Serve runs it
     cuberay serve status APP            state, nodes, weights, per-version requests/errors/latency
-    cuberay serve rollout APP --to V    shift traffic to V step by step; rolls back by itself on errors
-    cuberay serve rollback APP          restore the weights before the last change
-    cuberay serve history APP           every traffic change: when, who, what
+    cuberay serve rollout APP --to V    shift traffic to V step by step; rolls back by itself on errors or no data
+    cuberay serve rollback APP          restore the weights before the last rollout (--to ID: those of a change)
+    cuberay serve history APP           every traffic change: id, when, who, what
     cuberay serve delete APP            take it off Serve and free its quota
 """
 
@@ -75,12 +75,16 @@ def rollout(name: str = typer.Argument(..., metavar="APP"),
                                                                      "(default: the spec's rollout.steps)."),
             interval: Optional[float] = typer.Option(None, "--interval", help="Seconds at each step (default: the "
                                                                               "spec's rollout.interval)."),
+            step_timeout: Optional[float] = typer.Option(
+                None, "--step-timeout", help="Seconds a step may wait for rollout.min_requests on --to before it "
+                                             "rolls back (default: the spec's rollout.step_timeout)."),
             tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
-    """Shift traffic to --to step by step; exit 1 if a step broke a health limit and it rolled back."""
+    """Shift traffic to --to step by step; a step passes once --to answered rollout.min_requests within the
+    health limits. Exit 1 if a step broke a limit or got too few requests in time, and it rolled back."""
     parsed: Any = None
     if steps:
         parsed = int(steps) if steps.isdigit() else [float(s) for s in steps.split(",")]
-    outcome = _ops().run_rollout(name, to, tenant, steps=parsed, interval_s=interval,
+    outcome = _ops().run_rollout(name, to, tenant, steps=parsed, interval_s=interval, step_timeout_s=step_timeout,
                                  say=lambda line: error_console().print(line, highlight=False))
     if output != Format.table:
         emit({"completed": outcome.completed, "applied": outcome.applied, "reason": outcome.reason}, output)
@@ -91,10 +95,13 @@ def rollout(name: str = typer.Argument(..., metavar="APP"),
 
 
 @serve_app.command()
-def rollback(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
-             output: Format = OUTPUT) -> None:
-    """Restore the weights APP had before its last traffic change."""
-    weights = _ops().rollback(name, tenant)
+def rollback(name: str = typer.Argument(..., metavar="APP"),
+             to: Optional[int] = typer.Option(None, "--to", metavar="ID", help="Restore the weights of this change "
+                                                                            "(an id of `cuberay serve history`)."),
+             tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
+    """Restore the weights APP had before its last rollout (without one: before its last change), or with --to
+    those of any change of its running deployment."""
+    weights = _ops().rollback(name, tenant, to)
     if output == Format.table:
         print(f"App '{name}': weights {weights}")
     else:
@@ -104,14 +111,14 @@ def rollback(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[st
 @serve_app.command()
 def history(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str] = TENANT,
             output: Format = OUTPUT) -> None:
-    """Every traffic change of APP: when, who, what."""
+    """Every traffic change of APP: id (for `rollback --to`), when, who, what."""
     changes = _ops().history(name, tenant)
     if output != Format.table:
         emit(changes, output)
         return
-    rows = [{"time": dt.datetime.fromtimestamp(c.time).strftime("%Y-%m-%d %H:%M:%S"), "app": c.app,
+    rows = [{"id": c.id, "time": dt.datetime.fromtimestamp(c.time).strftime("%Y-%m-%d %H:%M:%S"), "app": c.app,
              "user": c.user, "action": c.action, "weights": c.weights, "note": c.note} for c in changes]
-    emit(rows, output, columns=["time", "app", "user", "action", "weights", "note"])
+    emit(rows, output, columns=["id", "time", "app", "user", "action", "weights", "note"])
 
 
 @serve_app.command()

@@ -14,6 +14,9 @@ import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The entry-level operations are the serving policy's (the controller writes Serve's config with them).
+from cuberay.platform.policy.serving import merged, traffic_of, with_traffic  # noqa: F401 (re-exported)
+
 BUILDER = "cuberay.serve.app:build"
 ROUTER, MODELS = "router", "models"  # ingress deployment names: split over handles, or multiplexed
 NODE_ID_LABEL = "ray.io/node-id"
@@ -80,21 +83,3 @@ def app_config(plan: AppPlan) -> dict[str, Any]:
         "args": {"plan": plan.to_args()},
         "deployments": [{"name": plan.ingress, "user_config": copy.deepcopy(plan.traffic)}],
     }
-
-
-def traffic_of(config: dict[str, Any]) -> dict:
-    """The traffic config (ingress user_config) of an app entry."""
-    return copy.deepcopy(config["deployments"][0]["user_config"])
-
-
-def with_traffic(config: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    """The same app entry with traffic keys replaced (e.g. ``weights``): only ``user_config`` changes."""
-    new = copy.deepcopy(config)
-    new["deployments"][0]["user_config"].update(copy.deepcopy(changes))
-    return new
-
-
-def merged(applications: list[dict[str, Any]], app: dict[str, Any] | None, name: str) -> dict[str, Any]:
-    """A full ServeDeploySchema: the other apps as they are, ``app`` added or replacing ``name`` (None: removed)."""
-    others = [a for a in applications if a["name"] != name]
-    return {"applications": others + ([app] if app is not None else [])}

@@ -1,10 +1,10 @@
-"""Apply, read and remove cuberay apps on a live Ray Serve, through the declarative config API.
+"""Read cuberay apps on a live Ray Serve: their declarative configs, states and per-version figures.
 
-Every change goes through Serve's REST API on the dashboard (``PUT
-/api/serve/applications/``, what ``serve deploy`` uses). That API replaces the
-whole set of declaratively deployed apps, so each change reads the deployed
-configs, replaces one app and writes them all back. Apps deployed imperatively
-(``serve.run``) are not touched by it.
+Serve's declarative config (``PUT /api/serve/applications/`` on the dashboard, what
+``serve deploy`` uses) replaces every declaratively deployed app at once, so it has
+one writer: the controller's serving component (``cuberay/platform/control/serving.py``),
+which drivers and `cuberay serve` ask through the client. This module only reads, and
+starts Serve itself where a driver needs it.
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ import os
 import time
 from typing import Any
 
-from cuberay.errors import CuberayError, NotFoundError
-from cuberay.serve.config import merged
+from cuberay.errors import CuberayError, NotFoundError, ServeDeployError
+from cuberay.platform.policy.serving import applications_of
 
 PROXY_LOCATION_ENV = "CUBERAY_SERVE_PROXY_LOCATION"  # EveryNode (Serve's default) | HeadOnly
-
-
-class ServeDeployError(CuberayError):
-    """Ray Serve refused or failed a deployment."""
 
 
 def dashboard_url() -> str:
@@ -60,8 +56,7 @@ def details() -> dict[str, Any]:
 
 def deployed_configs() -> list[dict[str, Any]]:
     """The declarative configs of the deployed apps."""
-    apps = (details().get("applications") or {}).values()
-    return [a["deployed_app_config"] for a in apps if a.get("deployed_app_config")]
+    return applications_of(details())
 
 
 def deployed_config(name: str) -> dict[str, Any]:
@@ -69,16 +64,6 @@ def deployed_config(name: str) -> dict[str, Any]:
         if config["name"] == name:
             return config
     raise NotFoundError(f"no serving app {name!r} is deployed; `cuberay serve status` lists the apps")
-
-
-def apply(app: dict[str, Any]) -> None:
-    """Deploy or update one app entry (see ``cuberay.serve.config.app_config``)."""
-    ensure_serve()
-    _client().deploy_applications(merged(deployed_configs(), app, app["name"]))
-
-
-def remove(name: str) -> None:
-    _client().deploy_applications(merged(deployed_configs(), None, name))
 
 
 def app_status(name: str) -> dict[str, Any] | None:

@@ -11,16 +11,19 @@ import time
 
 from ray.serve import metrics
 
+from cuberay.platform.spec.serve import MAX_STEP_TIMEOUT_S
 from cuberay.serve.traffic import VersionStats
 
 LATENCY_BOUNDARIES_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
 TAGS = ("app", "version")
+# What a version keeps: a rollout step is judged on the samples since it started, for up to rollout.step_timeout.
+KEEP_S = MAX_STEP_TIMEOUT_S
 
 
 class ServeMetrics:
     """Counts one app's requests per version, both for Prometheus and for ``stats()``."""
 
-    def __init__(self, app: str, window_s: float = 60.0) -> None:
+    def __init__(self, app: str, window_s: float = KEEP_S) -> None:
         self.app = app
         self.window_s = window_s
         self.versions: dict[str, VersionStats] = {}

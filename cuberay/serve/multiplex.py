@@ -13,13 +13,13 @@ import time
 from typing import Any
 
 from ray import serve
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from cuberay.serve.answers import VERSION_HEADER, BadRequest, bad_request, internal_error, json_body
 from cuberay.serve.metrics import ServeMetrics
 from cuberay.serve.predictor import BATCH_WAIT_S, MAX_BATCH_SIZE
-from cuberay.serve.router import VERSION_HEADER, TrafficMixin, too_many_requests
-from cuberay.serve.torch_model import load_model, predict_many, rows_of
+from cuberay.serve.router import TrafficMixin, too_many_requests
+from cuberay.serve.torch_model import input_width, load_model, predict_many, rows_of
 
 MAX_MODELS = 8  # loaded versions kept per replica (LRU); an app rarely has more live versions
 
@@ -56,16 +56,21 @@ class MultiplexedModels(TrafficMixin):
         wait = self.policy.admit(time.monotonic())
         if wait:
             return too_many_requests(wait)
-        payload = await request.json() if isinstance(request, Request) else request
+        try:
+            payload = await json_body(request)
+        except BadRequest as err:
+            return bad_request(err)
         version, shadow = self.policy.route(self._sticky_key(request))
         started = time.perf_counter()
         try:
-            rows_of(payload)
+            rows_of(payload, input_width(await self.get_model(version)))  # a bad body never joins a batch
             result = await self._predict((version, payload))
-        except Exception as err:  # noqa: BLE001 - counted and answered as 500
+        except BadRequest as err:  # the caller's mistake: answered, not counted against the version
+            self.metrics.record(version, (time.perf_counter() - started) * 1000, error=False)
+            return bad_request(err, version)
+        except Exception as err:  # noqa: BLE001 - counted and answered as 500, the traceback to the log
             self.metrics.record(version, (time.perf_counter() - started) * 1000, error=True)
-            return JSONResponse({"error": f"version {version} failed: {type(err).__name__}: {err}"},
-                                status_code=500, headers={VERSION_HEADER: version})
+            return internal_error(err, self.app_name, version)
         self.metrics.record(version, (time.perf_counter() - started) * 1000, error=False)
         if shadow is not None:
             task = asyncio.create_task(self._mirror(shadow, payload))

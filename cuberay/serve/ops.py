@@ -1,9 +1,11 @@
 """What `cuberay serve ...` does: deploy, status, rollout, rollback, history, delete (a connected client).
 
 Deploying submits the ServeApp to the controller like any job, after the checks
-that need the cluster (checkpoints, routes, engines), so bad input fails before
-anything is queued. Traffic changes go straight to Serve's declarative config and
-are recorded in the platform's store with who made them.
+that need the cluster (checkpoints, engines), so bad input fails before anything is
+queued; the controller refuses a route or name another active app holds. Traffic
+changes are the controller's to make (it is the only writer of Serve's declarative
+config, and records each change with who made it); this module asks it, then waits
+until the app's ingress runs the new config.
 """
 
 from __future__ import annotations
@@ -13,16 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuberay.errors import AdmissionError, CuberayError, NotFoundError, SpecError
+from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
-from cuberay.platform.spec.serve import ServeApp
+from cuberay.platform.spec.serve import MAX_STEP_TIMEOUT_S, ServeApp
 from cuberay.serve import deploy, rollout
-from cuberay.serve.config import traffic_of, with_traffic
+from cuberay.serve.config import traffic_of
 from cuberay.serve.service import entry_for
 
-PLATFORM_USER = "cuberay"  # the author of the platform's own changes (automatic rollbacks)
+STATUS_WINDOW_S = 60.0  # the figures `cuberay serve status` shows: the last minute
 _ACTIVE = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING]
 
 
@@ -57,8 +59,7 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
     user = user or client.current_user()
     if tenant or app.tenant is None:
         app = app.with_tenant(tenant or _only_tenant(user))  # type: ignore[assignment]
-    _check_not_taken(app)
-    entry_for(app, [], client._call)  # checkpoints, routes, engines: fail here, not in the driver
+    entry_for(app, [], client._call)  # checkpoints, engines: fail here, not in the driver
     ref = client.submit(app, app.tenant, user=user)
     deadline = time.monotonic() + wait_s
     while True:
@@ -73,20 +74,6 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
         time.sleep(1.0)
 
 
-def _check_not_taken(app: ServeApp) -> None:
-    """Refuse a name the tenant already serves, or a route another active app (queued too) holds."""
-    for other in client.list_jobs(None, _ACTIVE):
-        if other.kind != "ServeApp":
-            continue
-        if other.tenant == app.tenant and other.name == app.name:
-            raise AdmissionError(f"app {app.name!r} is already deployed as {other.id}; change traffic with "
-                                 f"`cuberay serve rollout`, or `cuberay serve delete {app.name}` first")
-        route = (other.spec.get("spec") or {}).get("route_prefix")
-        if route == app.spec.route_prefix:
-            raise SpecError(f"route_prefix {route!r} is already taken by app {other.name!r} ({other.id}, "
-                            f"{other.state.value}); choose another route_prefix", path="spec.route_prefix")
-
-
 def _only_tenant(user: str) -> str:
     names = [t.name for t in client.tenants()]
     if len(names) == 1:
@@ -98,7 +85,7 @@ def status(name: str, tenant: str | None = None) -> dict[str, Any]:
     record = find(name, tenant)
     app = _app(record)
     serve_state = deploy.app_status(app.serve_name) or {}
-    figures = deploy.stats(app.serve_name) if serve_state.get("status") == "RUNNING" and \
+    figures = deploy.stats(app.serve_name, STATUS_WINDOW_S) if serve_state.get("status") == "RUNNING" and \
         "vllm" not in app.spec.engines else {}
     return {"app": record.id, "state": record.state.value, "serve": serve_state.get("status", "NOT DEPLOYED"),
             "route": app.spec.route_prefix, "nodes": sorted({a["node_id"] for a in record.allocation or []}),
@@ -106,17 +93,16 @@ def status(name: str, tenant: str | None = None) -> dict[str, Any]:
 
 
 def _change(record: Any, app: ServeApp, user: str, action: str, weights: dict, note: str) -> None:
-    config = deploy.deployed_config(app.serve_name)
-    new = with_traffic(config, weights=dict(weights))
-    deploy.apply(new)
-    deploy.wait_traffic(app.serve_name, traffic_of(new))
     with client.acting_as(user):
-        client._call("serve_change", record.id, action, dict(weights), note)
+        traffic = client._call("serve_traffic", record.id, action, {"weights": dict(weights)}, note)
+    deploy.wait_traffic(app.serve_name, traffic)
 
 
 def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = None,
-                interval_s: float | None = None, say=print) -> rollout.Outcome:
-    """Move all traffic to version ``to`` step by step; roll back by itself if a step breaks a limit."""
+                interval_s: float | None = None, step_timeout_s: float | None = None,
+                say=print) -> rollout.Outcome:
+    """Move all traffic to version ``to`` step by step; roll back by itself if a step breaks a limit or gets
+    fewer than ``min_requests`` within ``step_timeout_s``."""
     record = find(name, tenant)
     app = _app(record)
     names = [v.name for v in app.spec.versions]
@@ -125,30 +111,32 @@ def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = N
     user = client.current_user()
     current = traffic_of(deploy.deployed_config(app.serve_name))["weights"]
     spec = app.spec.rollout
-    limits = rollout.Thresholds(spec.max_error_rate, spec.max_p99_ms, spec.min_requests)
+    interval = spec.interval_s if interval_s is None else interval_s
+    timeout = max(interval, spec.step_timeout_s if step_timeout_s is None else step_timeout_s)
+    if timeout > MAX_STEP_TIMEOUT_S:
+        raise SpecError(f"a step may wait at most {MAX_STEP_TIMEOUT_S:g}s (the figures a serving app keeps), not "
+                        f"{timeout:g}s", path="--interval" if interval > MAX_STEP_TIMEOUT_S else "--step-timeout")
+    limits = rollout.Thresholds(spec.max_error_rate, spec.max_p99_ms, spec.min_requests, timeout)
 
     def apply(weights: dict, note: str) -> None:
         automatic = note.startswith("automatic rollback")
-        _change(record, app, PLATFORM_USER if automatic else user, "rollback" if automatic else "rollout",
-                weights, note)
+        # An automatic rollback is the rollout's own step: made by the same user, its note says why.
+        _change(record, app, user, "rollback" if automatic else "rollout", weights, note)
         say(f"{note}: weights {weights}")
 
-    return rollout.run(current, to, steps if steps is not None else spec.steps,
-                       spec.interval_s if interval_s is None else interval_s, limits, apply=apply,
-                       stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep)
+    return rollout.run(current, to, steps if steps is not None else spec.steps, interval, limits, apply=apply,
+                       stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep,
+                       clock=time.monotonic)
 
 
-def rollback(name: str, tenant: str | None = None) -> dict[str, float]:
-    """Restore the weights the app had before its last traffic change; the weights restored."""
+def rollback(name: str, tenant: str | None = None, to: int | None = None) -> dict[str, float]:
+    """Restore the weights the app had before its last rollout (or, without one, before its last change), or
+    those of change ``to`` (an id from ``history``); the weights restored."""
     record = find(name, tenant)
     app = _app(record)
-    history = client._call("serve_history", record.id, None)
-    current = traffic_of(deploy.deployed_config(app.serve_name))["weights"]
-    earlier = [c.weights for c in history if c.weights != current]
-    if not earlier:
-        raise CuberayError(f"app {name!r} has had no other weights than {current}; nothing to roll back to")
-    _change(record, app, client.current_user(), "rollback", earlier[-1], f"manual rollback from {current}")
-    return earlier[-1]
+    traffic = client._call("serve_rollback", record.id, to)
+    deploy.wait_traffic(app.serve_name, traffic)
+    return traffic["weights"]
 
 
 def history(name: str, tenant: str | None = None) -> list[Any]:
@@ -159,14 +147,12 @@ def history(name: str, tenant: str | None = None) -> list[Any]:
 
 
 def delete(name: str, tenant: str | None = None) -> Any:
-    """Cancel the app's job (its driver takes it off Serve) and make sure Serve no longer has it."""
+    """Cancel the app's job (its driver takes it off Serve); the controller makes sure Serve no longer has it."""
     record = find(name, tenant)
     app = _app(record)
     ended = client.cancel(record.id)
     deadline = time.monotonic() + 30
     while deploy.app_status(app.serve_name) is not None and time.monotonic() < deadline:
         time.sleep(0.5)
-    if deploy.app_status(app.serve_name) is not None:
-        deploy.remove(app.serve_name)
-    client._call("serve_change", record.id, "delete", {}, "app deleted, quota freed")
+    client._call("serve_delete", record.id)
     return ended

@@ -1,7 +1,9 @@
 """From a ServeApp spec to what gets deployed: checkpoints found, replicas sized, nodes pinned.
 
 Everything that can be wrong with the input is found here, before anything is
-deployed: a missing checkpoint, a route another app serves, vLLM not installed.
+deployed: a missing checkpoint, a factory that cannot be found, vLLM not installed.
+(Routes and app names are the controller's to check: at submit against the active
+apps, at deploy against what Serve serves.)
 ``lookup`` is the controller's ``train_run`` (a run's id, config, entrypoint and
 storage path), passed in so this module runs anywhere.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from cuberay.errors import NotFoundError, SpecError
 from cuberay.platform.spec.serve import LLMSettings, ModelRef, ServeApp, ServeVersion
@@ -87,14 +89,6 @@ def sources(app: ServeApp, lookup: Lookup) -> dict[str, dict[str, Any]]:
         if version.resolved_engine == "torch":
             out[version.name] = _torch_source(version, tenant, lookup)
     return out
-
-
-def check_route(app: ServeApp, deployed: Iterable[dict[str, Any]]) -> None:
-    """Refuse a route prefix another app already serves (Serve would silently take it over)."""
-    for other in deployed:
-        if other.get("name") != app.serve_name and other.get("route_prefix") == app.spec.route_prefix:
-            raise SpecError(f"route_prefix {app.spec.route_prefix!r} is already served by app {other['name']!r}; "
-                            f"choose another route_prefix", path="spec.route_prefix")
 
 
 def check_engines(app: ServeApp) -> None:

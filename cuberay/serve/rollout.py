@@ -1,8 +1,12 @@
 """Guarded rollout: move traffic to a version step by step, check health at each step, roll back.
 
-Everything here is pure: the Serve side is passed in as three callables
-(``apply`` the weights, read the ``stats`` of the last interval, ``wait``), so the
+Everything here is pure: the Serve side is passed in as callables (``apply`` the
+weights, read the ``stats`` of the last seconds, ``wait``, read the ``clock``), so the
 decisions are unit-tested with a fake clock and the live path uses the same code.
+
+A step passes only on data: the target version must answer ``min_requests`` in it. A
+step that has not had them by ``step_timeout_s`` after it started halts the rollout and
+restores the weights from before it, like a broken threshold does.
 """
 
 from __future__ import annotations
@@ -10,16 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from cuberay.platform.policy.serving import step_note
+
 Weights = dict[str, int]
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """When a step counts as broken. ``min_requests``: fewer samples than this prove nothing."""
+    """When a step counts as broken. ``min_requests``: fewer samples than this prove nothing, and a step that
+    does not get them within ``step_timeout_s`` fails."""
 
     max_error_rate: float = 0.05
     max_p99_ms: float | None = None
     min_requests: int = 10
+    step_timeout_s: float = 300.0
 
 
 def integer_percentages(shares: Mapping[str, float]) -> Weights:
@@ -92,21 +100,46 @@ class Outcome:
     reason: str | None = None
 
 
+def step_problem(stats: Callable[[float], Mapping[str, Mapping]], version: str, limits: Thresholds,
+                 elapsed_s: float) -> tuple[bool, str | None]:
+    """(judged, problem) of a step ``elapsed_s`` after it started: judged once the version has ``min_requests``
+    in it (problem: a broken limit, else None), or once ``step_timeout_s`` has passed without them."""
+    figures = stats(elapsed_s)
+    problem = verdict(figures, version, limits)
+    count = int((figures.get(version) or {}).get("count") or 0)
+    if problem or count >= limits.min_requests:
+        return True, problem
+    if elapsed_s >= limits.step_timeout_s:
+        return True, (f"version {version!r} answered {count} of the {limits.min_requests} requests "
+                      f"(rollout.min_requests) a step needs within {limits.step_timeout_s:g}s "
+                      f"(rollout.step_timeout); without data the step cannot pass")
+    return False, None
+
+
 def run(current: Mapping[str, int], target: str, steps: int | Sequence[float], interval_s: float,
         limits: Thresholds, *, apply: Callable[[Weights, str], None],
-        stats: Callable[[float], Mapping[str, Mapping]], wait: Callable[[float], None]) -> Outcome:
-    """Apply each step, wait ``interval_s``, judge the target version; restore ``current`` on a breach.
+        stats: Callable[[float], Mapping[str, Mapping]], wait: Callable[[float], None],
+        clock: Callable[[], float], poll_s: float = 2.0) -> Outcome:
+    """Apply each step, wait ``interval_s``, then judge the target version as soon as it has ``min_requests``
+    (checking every ``poll_s``); restore ``current`` on a breach or when a step times out without them.
 
     ``apply(weights, note)`` changes the live weights; ``stats(seconds)`` returns the
-    per-version figures of the last ``seconds``.
+    per-version figures of the last ``seconds``; ``clock()`` is monotonic seconds.
     """
     before = dict(current)
     outcome = Outcome(completed=False)
-    for number, weights in enumerate(plan(current, target, steps), start=1):
-        apply(weights, f"rollout to {target}: step {number}")
+    weight_plan = plan(current, target, steps)
+    for number, weights in enumerate(weight_plan, start=1):
+        apply(weights, step_note(target, number, len(weight_plan)))
         outcome.applied.append(weights)
+        started = clock()
         wait(interval_s)
-        problem = verdict(stats(interval_s), target, limits)
+        while True:
+            elapsed = clock() - started
+            judged, problem = step_problem(stats, target, limits, elapsed)
+            if judged:
+                break
+            wait(max(0.0, min(poll_s, limits.step_timeout_s - elapsed)))
         if problem:
             apply(before, f"automatic rollback: {problem}")
             outcome.applied.append(before)

@@ -5,6 +5,8 @@ between versions, the mirror and the rate limit live here. The traffic config
 arrives as ``user_config``: changing weights through the declarative Serve
 config calls ``reconfigure`` in the running replicas (no restart), which is how
 rollouts move traffic. Each ingress replica enforces its share of the app's rate limit (plan.traffic).
+A request of the wrong shape is a 400 that says what was expected; a version's failure a
+500 with a request id, its traceback only in the replica's log (``answers``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from cuberay.serve.answers import VERSION_HEADER, BadRequest, bad_request, client_error, internal_error, json_body
 from cuberay.serve.metrics import ServeMetrics
 from cuberay.serve.traffic import Policy, retry_after_header
-
-VERSION_HEADER = "x-cuberay-version"
 
 
 def too_many_requests(wait_s: float) -> JSONResponse:
@@ -39,7 +40,9 @@ class TrafficMixin:
     def reconfigure(self, config: dict) -> None:
         self.policy = Policy(config, time.monotonic())
 
-    def stats(self, window_s: float | None = None) -> dict:
+    async def stats(self, window_s: float | None = None) -> dict:
+        # On the replica's event loop, where requests are counted: Serve runs a plain method in a thread, and
+        # reading the samples while a request appends one fails ("deque mutated during iteration").
         return {"weights": dict(self.policy.config["weights"]), "traffic": dict(self.policy.config),
                 "versions": self.metrics.snapshot(window_s)}
 
@@ -62,7 +65,10 @@ class Router(TrafficMixin):
         wait = self.policy.admit(time.monotonic())
         if wait:
             return too_many_requests(wait)
-        payload = await request.json() if isinstance(request, Request) else request
+        try:
+            payload = await json_body(request)
+        except BadRequest as err:
+            return bad_request(err)
         version, shadow = self.policy.route(self._sticky_key(request))
         if shadow is not None:
             task = asyncio.create_task(self._mirror(shadow, payload))
@@ -72,9 +78,9 @@ class Router(TrafficMixin):
         try:
             result = await self.handles[version].remote(payload)
         except Exception as err:  # noqa: BLE001 - a version's failure is an answer, counted
-            self.metrics.record(version, (time.perf_counter() - started) * 1000, error=True)
-            return JSONResponse({"error": f"version {version} failed: {type(err).__name__}: {err}"},
-                                status_code=500, headers={VERSION_HEADER: version})
+            bad = client_error(err)  # the caller's mistake, not the version's: no error in its health
+            self.metrics.record(version, (time.perf_counter() - started) * 1000, error=bad is None)
+            return bad_request(bad, version) if bad else internal_error(err, self.app_name, version)
         self.metrics.record(version, (time.perf_counter() - started) * 1000, error=False)
         return JSONResponse(result, headers={VERSION_HEADER: version})
 

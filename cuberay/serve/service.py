@@ -1,8 +1,11 @@
 """The driver of an admitted ServeApp: deploy it on the allocated nodes, keep it up, remove it at the end.
 
 A service runs until it is deleted (cancelled) or preempted: the driver then gets
-SIGTERM and takes the app off Serve. A restarted attempt keeps the weights the
-app last had (its traffic history), not the ones in the spec.
+SIGTERM and takes the app off Serve. It computes its app's entry of Serve's
+declarative config and asks the controller to write it (``serve_deploy``,
+``serve_undeploy``): the controller is that config's only writer, and it decides the
+weights (a restarted attempt keeps those of the app's last traffic change, a resize
+those deployed).
 """
 
 from __future__ import annotations
@@ -27,16 +30,12 @@ def lookup_with(call: Call) -> plan.Lookup:
     return lookup
 
 
-def entry_for(app: ServeApp, node_ids: list[str], call: Call, weights: dict[str, float] | None = None) -> dict:
+def entry_for(app: ServeApp, node_ids: list[str], call: Call) -> dict:
     """The app's declarative Serve entry; every input error is raised here, before deploying."""
     plan.check_engines(app)
-    plan.check_route(app, deploy.deployed_configs())
     if "vllm" in app.spec.engines:
         return plan.llm_app(app, node_ids)
-    entry = app_config(plan.app_plan(app, plan.sources(app, lookup_with(call)), node_ids))
-    if weights:
-        entry["deployments"][0]["user_config"]["weights"] = dict(weights)
-    return entry
+    return app_config(plan.app_plan(app, plan.sources(app, lookup_with(call)), node_ids))
 
 
 def resized_entry(app: ServeApp, node_ids: list[str], deployed: dict[str, Any]) -> dict[str, Any]:
@@ -61,18 +60,14 @@ def follow_allocation(app: ServeApp, ctx: dict[str, Any], nodes: list[str], call
     if not info["current"] or sorted(info["node_ids"]) == sorted(nodes):
         return nodes
     new = list(info["node_ids"])
-    deploy.apply(resized_entry(app, new, deploy.deployed_config(app.serve_name)))
+    call("serve_deploy", record.id, ctx["attempt"], resized_entry(app, new, deploy.deployed_config(app.serve_name)),
+         f"resized to {len(new)} replica slot(s)")
     caps = plan.replica_caps(app, len(new))
     note = (f"{len(new)} replica slot(s) (was {len(nodes)}) on {len(set(new))} node(s); replicas up to "
             + ", ".join(f"{name} {cap}" for name, cap in caps.items()))
     say(f"resized {app.serve_name}: {note}")
     call("resized", record.id, ctx["attempt"], len(new), note)
     return new
-
-
-def last_weights(call: Call, job_id: str) -> dict[str, float] | None:
-    history = call("serve_history", job_id, 1)
-    return dict(history[-1].weights) if history and history[-1].action != "delete" else None
 
 
 class _Stopped(Exception):
@@ -85,17 +80,14 @@ def _stop(signum: int, frame: Any) -> None:
 
 def run_service(app: ServeApp, ctx: dict[str, Any], call: Call, say: Callable[[str], None]) -> int:
     """Deploy, wait until Serve runs it, then hold until SIGTERM; the app is removed on the way out."""
-    record = ctx["record"]
-    previous = last_weights(call, record.id)
-    entry = entry_for(app, list(ctx["node_ids"]), call, previous)
+    record, attempt = ctx["record"], ctx["attempt"]
+    entry = entry_for(app, list(ctx["node_ids"]), call)
     signal.signal(signal.SIGTERM, _stop)
     try:
-        deploy.apply(entry)
+        deploy.ensure_serve()
+        weights = call("serve_deploy", record.id, attempt, entry,
+                       f"attempt {attempt} on {len(set(ctx['node_ids']))} node(s)")
         deploy.wait_running(app.serve_name)
-        weights = (entry.get("deployments") or [{}])[0].get("user_config", {}).get("weights") or app.spec.weights()
-        if previous is None:
-            call("serve_change", record.id, "deploy", weights,
-                 f"attempt {ctx['attempt']} on {len(set(ctx['node_ids']))} node(s)")
         say(f"serving {app.serve_name} at {app.spec.route_prefix} with weights {weights}")
         nodes = list(ctx["node_ids"])
         while True:
@@ -108,5 +100,8 @@ def run_service(app: ServeApp, ctx: dict[str, Any], call: Call, say: Callable[[s
         pass
     finally:
         say(f"taking {app.serve_name} off Serve")
-        deploy.remove(app.serve_name)
+        try:
+            call("serve_undeploy", record.id, attempt)
+        except CuberayError as err:  # the controller takes it off when the app is deleted (`cuberay serve delete`)
+            say(f"could not take {app.serve_name} off Serve: {err}")
     return 0

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from cuberay.serve.answers import BadRequest
 from cuberay.serve.config import MODEL_FILE
 
 
@@ -50,14 +51,38 @@ def load_model(checkpoint: str, factory: str | None = None, config: dict | None 
     return model.eval()
 
 
-def rows_of(payload: Any) -> list[list[float]]:
-    """The input rows of one JSON request: ``{"inputs": [[...], ...]}`` or ``{"inputs": [...]}`` (one row)."""
+def input_width(model: nn.Module) -> int | None:
+    """How many numbers one input row has: the first layer's ``in_features`` (None when the model has none)."""
+    return next((m.in_features for m in model.modules() if isinstance(getattr(m, "in_features", None), int)), None)
+
+
+def rows_of(payload: Any, width: int | None = None) -> list[list[float]]:
+    """The input rows of one JSON request: ``{"inputs": [[...], ...]}`` or ``{"inputs": [...]}`` (one row).
+
+    BadRequest, saying what was expected, for anything else: no ``inputs``, rows that are not lists of
+    numbers, rows of another width than the model's (``width``) or of different widths.
+    """
+    expected = f'expected JSON {{"inputs": [[{width or "N"} numbers], ...]}}'
     if not isinstance(payload, dict) or "inputs" not in payload:
-        raise ValueError('request body must be JSON {"inputs": [[x, ...], ...]}')
+        raise BadRequest(f"the request is a JSON {_json_type(payload)} without \"inputs\"; {expected}")
     inputs = payload["inputs"]
-    if inputs and not isinstance(inputs[0], (list, tuple)):
-        inputs = [inputs]
-    return inputs
+    if not isinstance(inputs, list) or not inputs:
+        raise BadRequest(f"\"inputs\" is {'empty' if inputs == [] else 'a JSON ' + _json_type(inputs)}; {expected}")
+    rows = inputs if isinstance(inputs[0], list) else [inputs]
+    for i, row in enumerate(rows):
+        if not isinstance(row, list):
+            raise BadRequest(f"row {i} is a JSON {_json_type(row)}, not a list of numbers; {expected}")
+        wrong = [x for x in row if isinstance(x, bool) or not isinstance(x, (int, float))]
+        if wrong:
+            raise BadRequest(f"row {i} holds a JSON {_json_type(wrong[0])} where numbers belong; {expected}")
+        if len(row) != (width or len(rows[0])):
+            raise BadRequest(f"row {i} has {len(row)} numbers; {expected}")
+    return rows
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
 
 
 def predict_many(model: nn.Module, payloads: list[Any]) -> list[dict]:

@@ -99,7 +99,10 @@ def retry_after_header(wait_s: float) -> str:
     return str(max(1, math.ceil(wait_s)))
 
 
-@dataclass
+MAX_SAMPLES = 100_000  # per version: a busy version's window is its last this many requests
+
+
+@dataclass(slots=True)
 class _Sample:
     at: float
     latency_ms: float
@@ -108,13 +111,13 @@ class _Sample:
 
 @dataclass
 class VersionStats:
-    """Requests of one version over the last ``window_s`` seconds, plus running totals."""
+    """Requests of one version over the last ``window_s`` seconds (at most ``MAX_SAMPLES``), plus running totals."""
 
     window_s: float = 60.0
     requests: int = 0
     errors: int = 0
     mirrored: int = 0
-    _recent: deque = field(default_factory=deque)
+    _recent: deque = field(default_factory=lambda: deque(maxlen=MAX_SAMPLES))
 
     def record(self, now: float, latency_ms: float, error: bool, mirrored: bool = False) -> None:
         if mirrored:

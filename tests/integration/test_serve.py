@@ -2,30 +2,35 @@
 
 One app lives through the whole module (Serve start-up is the slow part on 2
 cores): the 90/10 split over 2,000 requests, the mirror that never changes an
-answer, replicas on the admitted nodes, the rate limit, a rollout to a broken
-version that rolls back by itself, rollback and history, delete. Bad input is
-refused before anything is submitted.
+answer, replicas on the admitted nodes, the rate limit, answers to malformed
+requests and to a failing version, a rollout to a broken version that rolls back
+by itself, a step without data that times out, rollback to the weights before a
+finished rollout, two rollouts of two apps at once, history, delete. Bad input
+and taken routes and names are refused before anything runs, on every path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 import requests
 import torch
+import yaml
 
-from cuberay.errors import NotFoundError, SpecError
+from cuberay.cli import main
+from cuberay.errors import AdmissionError, CuberayError, NotFoundError, SpecError
 from cuberay.platform import client, demo
 from cuberay.platform.control.head import free_port
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 from cuberay.serve import deploy, ops
-from cuberay.serve.config import traffic_of, with_traffic
+from cuberay.serve.config import traffic_of
 from cuberay.serve.torch_model import load_model
 from tests.support import wait_for
 
@@ -141,12 +146,15 @@ def test_replicas_run_on_the_nodes_admission_chose(served, ray_cluster) -> None:
         assert nodes and nodes <= allocated, f"{name} replicas on {nodes}, allocated {allocated}"
 
 
+def _traffic(served: Any, action: str, changes: dict, note: str) -> None:
+    """A traffic change through the controller (the only writer of Serve's config), live once it returns."""
+    traffic = client._call("serve_traffic", served["record"].id, "tester", action, changes, note)
+    deploy.wait_traffic(served["serve_name"], traffic)
+
+
 def test_rate_limit_answers_429_with_retry_after(served) -> None:
-    name = served["serve_name"]
-    config = deploy.deployed_config(name)
-    limited = with_traffic(config, rate_limit={"requests_per_s": 0.05, "burst": 2})
-    deploy.apply(limited)
-    deploy.wait_traffic(name, traffic_of(limited))
+    before = traffic_of(deploy.deployed_config(served["serve_name"]))["rate_limit"]
+    _traffic(served, "traffic", {"rate_limit": {"requests_per_s": 0.05, "burst": 2}}, "test: a tight limit")
     try:
         with ThreadPoolExecutor(6) as pool:  # at once: the bucket holds 2 and refills one per 20 s
             codes = list(pool.map(lambda _: _post(served["url"], [ROWS[0]]), range(6)))
@@ -154,42 +162,145 @@ def test_rate_limit_answers_429_with_retry_after(served) -> None:
         refused = next(r for r in codes if r.status_code == 429)
         assert int(refused.headers["Retry-After"]) >= 1
     finally:
-        deploy.apply(config)
-        deploy.wait_traffic(name, traffic_of(config))
+        _traffic(served, "traffic", {"rate_limit": before}, "test: the limit back")
+
+
+LEAKS = ("Traceback", ".py", "site-packages", "RayTaskError", "pid=")  # what an answer must never carry
+
+
+def test_malformed_requests_are_400s_that_say_what_was_expected(served) -> None:
+    expected = 'expected JSON {"inputs": [[64 numbers], ...]}'
+    cases = {  # body -> the start of the answer's message
+        b"inputs=0.1,0.2": "the request body is not JSON",
+        b'{"rows": [[0.5]]}': 'the request is a JSON object without "inputs"',
+        b'{"inputs": [[0.5, 0.5, 0.5]]}': "row 0 has 3 numbers; " + expected,
+        b'{"inputs": [["a", "b"]]}': "row 0 holds a JSON string where numbers belong; " + expected,
+        b'{"inputs": "0.5"}': '"inputs" is a JSON string; ' + expected,
+    }
+    for body, message in cases.items():
+        answer = requests.post(served["url"], data=body, headers={"Content-Type": "application/json"}, timeout=60)
+        assert answer.status_code == 400, (body, answer.status_code, answer.text)
+        assert answer.json()["error"].startswith(message), (body, answer.text)
+        assert not [leak for leak in LEAKS if leak in answer.text], answer.text
+    assert _post(served["url"], [ROWS[0]]).status_code == 200  # and the app still answers
+
+
+def _replica_logs(ray_cluster: Any, serve_name: str, deployment: str) -> str:
+    folder = Path(ray_cluster.temp_dir) / "session_latest" / "logs" / "serve"
+    return "".join(p.read_text(errors="replace") for p in folder.glob(f"replica_{serve_name}_{deployment}_*.log"))
+
+
+def test_a_failing_version_answers_500_with_a_request_id_and_logs_the_traceback(served, ray_cluster) -> None:
+    _traffic(served, "traffic", {"weights": {"v1": 0, "v2": 0, "v3": 100}}, "test: all to the broken v3")
+    try:
+        answer = _post(served["url"], [ROWS[0]])
+    finally:
+        _traffic(served, "traffic", {"weights": {"v1": 90, "v2": 10, "v3": 0}}, "test: back to 90/10")
+    assert answer.status_code == 500 and answer.headers["x-cuberay-version"] == "v3", answer.text
+    body = answer.json()
+    assert body["error"] == "version v3 failed to answer; the app's log has the details under this request id"
+    assert body["request_id"] == answer.headers["x-request-id"]
+    assert not [leak for leak in LEAKS if leak in answer.text], answer.text
+    logged = wait_for(lambda: (lambda text: body["request_id"] in text and text)(
+        _replica_logs(ray_cluster, served["serve_name"], "router")), 30, "the failure in the router's log")
+    after = logged[logged.index(f"request {body['request_id']}"):]
+    assert "Traceback" in after and "this version is broken on purpose" in after
+
+
+@contextlib.contextmanager
+def _traffic_to(*urls: str, senders: int = 2) -> Iterator[None]:
+    """Requests to each url from ``senders`` threads while the block runs (rollouts judge versions on them)."""
+    stop = threading.Event()
+
+    def send(url: str) -> None:
+        session = requests.Session()
+        while not stop.is_set():
+            session.post(url, json={"inputs": [ROWS[1]]}, timeout=60)
+
+    threads = [threading.Thread(target=send, args=(url,), daemon=True) for url in urls for _ in range(senders)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
 
 
 def test_rollout_to_a_broken_version_rolls_back_by_itself_and_history_shows_it(served) -> None:
     name = served["serve_name"]
-    stop = threading.Event()
-
-    def traffic() -> None:  # the rollout judges the version by live requests
-        session = requests.Session()
-        while not stop.is_set():
-            _post(served["url"], [ROWS[1]], session)
-
-    senders = [threading.Thread(target=traffic, daemon=True) for _ in range(4)]
-    for sender in senders:
-        sender.start()
-    try:
+    with _traffic_to(served["url"], senders=4):
         outcome = ops.run_rollout("digits-serve", "v3", "a", say=lambda line: None)
-    finally:
-        stop.set()
-        for sender in senders:
-            sender.join(timeout=60)
     assert not outcome.completed and "max_error_rate" in outcome.reason
     assert outcome.applied[0] == {"v3": 50, "v1": 45, "v2": 5}
     assert traffic_of(deploy.deployed_config(name))["weights"] == {"v1": 90, "v2": 10, "v3": 0}
     changes = ops.history("digits-serve", "a")
     assert [(c.user, c.action) for c in changes][-2:] == [("tester", "rollout"), ("cuberay", "rollback")]
-    # A manual rollback restores the weights before the last change: here the broken step's.
-    assert ops.rollback("digits-serve", "a") == {"v3": 50, "v1": 45, "v2": 5}
+    # Rolled back already: a manual rollback has nowhere to go but a change picked from the history.
+    with pytest.raises(CuberayError, match="already has the weights it had before its last rollout"):
+        ops.rollback("digits-serve", "a")
+    broken_step = changes[-2]
+    assert ops.rollback("digits-serve", "a", to=broken_step.id) == {"v3": 50, "v1": 45, "v2": 5}
     assert ops.rollback("digits-serve", "a") == {"v1": 90, "v2": 10, "v3": 0}
+
+
+def test_a_rollout_step_without_requests_times_out_and_rolls_back(served) -> None:
+    """No data is no health: v2 gets no requests at all, so its first step must not pass."""
+    outcome = ops.run_rollout("digits-serve", "v2", "a", steps=[50, 100], interval_s=1, step_timeout_s=4,
+                              say=lambda line: None)
+    assert not outcome.completed
+    assert "answered 0 of the 5 requests (rollout.min_requests)" in outcome.reason, outcome.reason
+    assert outcome.applied == [{"v2": 50, "v1": 50, "v3": 0}, {"v1": 90, "v2": 10, "v3": 0}]
+    assert traffic_of(deploy.deployed_config(served["serve_name"]))["weights"] == {"v1": 90, "v2": 10, "v3": 0}
+    last = ops.history("digits-serve", "a")[-1]
+    assert (last.user, last.action, last.note) == ("cuberay", "rollback", f"automatic rollback: {outcome.reason}")
+
+
+def test_rollback_after_a_finished_rollout_returns_to_the_weights_before_it(served) -> None:
+    with _traffic_to(served["url"], senders=4):
+        outcome = ops.run_rollout("digits-serve", "v2", "a", steps=[50, 100], interval_s=1, say=lambda line: None)
+    assert outcome.completed, outcome.reason
+    assert traffic_of(deploy.deployed_config(served["serve_name"]))["weights"] == {"v1": 0, "v2": 100, "v3": 0}
+    assert ops.rollback("digits-serve", "a") == {"v1": 90, "v2": 10, "v3": 0}  # not the last step's 50/50
+    assert traffic_of(deploy.deployed_config(served["serve_name"]))["weights"] == {"v1": 90, "v2": 10, "v3": 0}
+    last = ops.history("digits-serve", "a")[-1]
+    assert (last.user, last.action) == ("tester", "rollback") and "before its last rollout" in last.note
+
+
+def _echo_app(name: str) -> dict[str, Any]:
+    """configs/jobs/serve-echo.yaml in tenant a under another name and route, judged on a single request."""
+    app = load_spec(EXAMPLES / "serve-echo.yaml").with_tenant("a").model_dump(mode="json")
+    app["metadata"]["name"], app["spec"]["route_prefix"] = name, f"/{name}"
+    app["spec"]["rollout"] = {"min_requests": 1}
+    return app
+
+
+def test_two_rollouts_of_different_apps_at_once_both_take_effect(served) -> None:
+    """Each step of each rollout is a change of Serve's whole declarative config: both must land."""
+    second = ops.deploy_app(_echo_app("echo-rollouts"), wait_s=400)
+    assert second.state == JobState.RUNNING, second.reason
+    echo_url = f"http://127.0.0.1:{served['port']}/echo-rollouts"
+    steps = 8
+    try:
+        before = {app: len(ops.history(app, "a")) for app in ("digits-serve", "echo-rollouts")}
+        with _traffic_to(served["url"], echo_url), ThreadPoolExecutor(2) as pool:
+            rollouts = [pool.submit(ops.run_rollout, app, "v2", "a", steps=steps, interval_s=0.5,
+                                    say=lambda line: None) for app in ("digits-serve", "echo-rollouts")]
+            outcomes = [r.result(timeout=900) for r in rollouts]
+        assert [o.completed for o in outcomes] == [True, True], [o.reason for o in outcomes]
+        assert traffic_of(deploy.deployed_config("a-digits-serve"))["weights"] == {"v1": 0, "v2": 100, "v3": 0}
+        assert traffic_of(deploy.deployed_config("a-echo-rollouts"))["weights"] == {"v1": 0, "v2": 100}
+        for app in ("digits-serve", "echo-rollouts"):
+            new = ops.history(app, "a")[before[app]:]
+            assert [c.action for c in new] == ["rollout"] * steps, [(c.action, c.note) for c in new]
+            assert new[-1].weights["v2"] == 100
+    finally:
+        ops.delete("echo-rollouts", "a")
 
 
 def test_bad_input_is_refused_before_anything_is_submitted(served) -> None:
     before = {r.id for r in client.list_jobs()}
-    with pytest.raises(SpecError, match="route_prefix '/digits' is already taken by app 'digits-serve'"):
-        ops.deploy_app(_example_app("other"))
     with pytest.raises(NotFoundError, match="no SUCCEEDED run"):
         ops.deploy_app(_example_app("ghost", "/ghost", train="never-trained"))
     llm_app = {"apiVersion": "cuberay.io/v1alpha1", "kind": "ServeApp", "metadata": {"name": "chat", "tenant": "a"},
@@ -197,6 +308,27 @@ def test_bad_input_is_refused_before_anything_is_submitted(served) -> None:
     with pytest.raises(SpecError, match=r"cuberay\[llm\]"):
         ops.deploy_app(llm_app)
     assert {r.id for r in client.list_jobs()} == before
+
+
+def test_a_taken_route_or_name_is_refused_by_the_controller_on_every_path(served, tmp_path, capsys) -> None:
+    """`cuberay serve deploy`, `cuberay submit FILE` and the Python API: the same AdmissionError (exit 3)."""
+    before = {r.id for r in client.list_jobs()}
+    route = "route_prefix '/digits' is already taken by ServeApp 'digits-serve'"
+    name = "Serve app name 'a-digits-serve' is already taken by ServeApp 'digits-serve'"
+    with pytest.raises(AdmissionError, match=route):
+        ops.deploy_app(_example_app("other"))
+    with pytest.raises(AdmissionError, match=name):
+        ops.deploy_app(_example_app(route="/elsewhere"))
+    with pytest.raises(AdmissionError, match=route):
+        client.submit(load_spec(_example_app("other")), "a")
+    for clash, message in ((_example_app("other"), route), (_example_app(route="/elsewhere"), name)):
+        path = tmp_path / f"{clash['metadata']['name']}-{clash['spec']['route_prefix'][1:]}.yaml"
+        path.write_text(yaml.safe_dump(clash))
+        for argv in (["submit", str(path)], ["serve", "deploy", str(path)]):
+            code = main(argv)
+            assert code == 3, (argv, capsys.readouterr())
+            assert message in " ".join(capsys.readouterr().err.split()), argv
+    assert {r.id for r in client.list_jobs()} == before  # nothing queued, not even as REJECTED
 
 
 def test_the_custom_code_example_serves_its_two_versions(served) -> None:
@@ -236,8 +368,8 @@ def test_a_route_held_by_a_queued_app_is_refused(served) -> None:
         wait_for(lambda: client.status(ref.id).state == JobState.QUEUED and client.status(ref.id).reason, 30,
                  "the big app to wait for tenant a's memory")
         clash = _example_app(name="other-digits", route="/waiting")
-        with pytest.raises(SpecError, match=f"route_prefix '/waiting' is already taken by app "
-                                            f"'waits-for-memory' \\({ref.id}, QUEUED\\)"):
+        with pytest.raises(AdmissionError, match=f"route_prefix '/waiting' is already taken by ServeApp "
+                                                 f"'waits-for-memory' \\({ref.id}, QUEUED\\)"):
             ops.deploy_app(clash, wait_s=0)
     finally:
         client.cancel(ref.id)

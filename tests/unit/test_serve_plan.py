@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from cuberay.errors import NotFoundError, SpecError
+from cuberay.errors import NotFoundError
 from cuberay.examples.digits import build_model
 from cuberay.platform.spec import load_spec
 from cuberay.platform.spec.serve import ServeApp
@@ -85,13 +85,6 @@ def test_checkpoints_of_one_class_with_equal_replicas_share_one_multiplexed_depl
     shared = plan.app_plan(app, found, ["n1", "n2"])
     assert shared.multiplex and shared.ingress == "models"
     assert {v.replicas["num_replicas"] for v in shared.versions} == {2}  # every replica admission held
-
-
-def test_a_route_served_by_another_app_is_refused() -> None:
-    app = load_spec(EXAMPLE)
-    plan.check_route(app, [{"name": "vision-digits-serve", "route_prefix": "/digits"}])  # itself: fine
-    with pytest.raises(SpecError, match="already served by app 'nlp-web'"):
-        plan.check_route(app, [{"name": "nlp-web", "route_prefix": "/digits"}])
 
 
 def test_replicas_follow_the_slots_admission_grants() -> None:

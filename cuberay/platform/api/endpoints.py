@@ -73,7 +73,15 @@ ENDPOINTS: dict[str, Endpoint] = _table(
     Endpoint("pipeline_cancel", owner(Over.RUN, "ref"), "Cancel a run."),
     # -- serving
     Endpoint("train_run", member(Over.TENANT, "tenant"), "A SUCCEEDED TrainJob run of the tenant to serve."),
-    Endpoint("serve_change", owner(Over.JOB, "app"), "Record a traffic change of a serving app."),
+    Endpoint("serve_deploy", driver(), "Deploy or update the driver's own app on Serve (the one writer of Serve's "
+                                       "config is the controller)."),
+    Endpoint("serve_undeploy", driver(), "Take the driver's own app off Serve as its attempt ends."),
+    Endpoint("serve_traffic", owner(Over.JOB, "job_id"), "Change a serving app's traffic (a rollout step, a "
+                                                          "rollback, a rate limit)."),
+    Endpoint("serve_rollback", owner(Over.JOB, "job_id"), "Restore the weights before the app's last rollout, or "
+                                                           "those of a recorded change."),
+    Endpoint("serve_delete", owner(Over.JOB, "job_id"), "After the app's job was cancelled: take it off Serve and "
+                                                         "record the delete."),
     Endpoint("serve_history", member(Over.JOB, "app"), "A serving app's traffic changes.", reads=True),
     # -- the platform
     Endpoint("reload", admin(), "Apply an edited platform file."),

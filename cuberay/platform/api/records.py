@@ -74,7 +74,7 @@ class ServeChangeRecord(BaseModel):
     id: int = Field(description="Increasing change id.")
     time: float = Field(description="When it was applied, seconds since the epoch.")
     app: str = Field(description="The ServeApp's job id.")
-    user: str = Field(description="Who made it ('cuberay' for the platform's own rollbacks).")
+    user: str = Field(description="Who made it (an automatic rollback: who ran the rollout; its note says so).")
     action: str = Field(description="deploy, rollout, rollback, delete.")
     weights: dict[str, float] = Field(description="Version weights (percent) after the change.")
     note: str = Field(description="Why, in words, e.g. 'rollout to v2: step 2' or the broken threshold.")

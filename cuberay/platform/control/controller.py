@@ -45,6 +45,7 @@ from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import ids
 from cuberay.platform.control import snapshot as snap
+from cuberay.platform.control.claims import Claims
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.endpoint import endpoint
@@ -60,6 +61,8 @@ from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.control.pipeline_api import PipelineAPI
 from cuberay.platform.control.reloading import Reload, persisted
 from cuberay.platform.control.serve_api import ServeAPI
+from cuberay.platform.control.serve_rest import ServeRest
+from cuberay.platform.control.serving import Serving
 from cuberay.platform.control.small import SmallRuns
 from cuberay.platform.control.store import Store
 from cuberay.platform.control.submitting import Submitting
@@ -105,8 +108,10 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
         self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
         self._scale_request: list[Any] | None = None
         self._wake = asyncio.Event()
-        self.drivers = Drivers(Launcher(cluster_dashboard_url(),
-                                        max_drivers=self.platform.spec.scheduler.max_drivers),
+        dashboard = cluster_dashboard_url()
+        self.serving = Serving(self.store, ServeRest(dashboard), self._tenant_storage)  # Serve's one writer
+        self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
+        self.drivers = Drivers(Launcher(dashboard, max_drivers=self.platform.spec.scheduler.max_drivers),
                                SmallRuns(self._tenant_storage, self._wake.set,
                                          ray.get_runtime_context().get_node_id())
                                if self.platform.spec.scheduler.small_jobs else None)
@@ -138,6 +143,7 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
                 continue
             req = conv.job_request(rec.id, job, tenant, rec.submit_time, rec.attained_gpu_s)
             self.state.queue.add(req)
+            self.claims.hold(rec.id, job.claims())
             if rec.state.is_waiting:
                 if rec.state == JobState.PREEMPTED:
                     self.store.update_job(rec.id, state=JobState.QUEUED)

@@ -239,5 +239,6 @@ def _with(who: Principal, target: Any) -> Principal:
 
 
 def _verb(method: str) -> str:
-    return {"cancel": "cancel", "pipeline_cancel": "cancel", "serve_change": "change the traffic of"}.get(
-        method, method.replace("_", " "))
+    verbs = {"cancel": "cancel", "pipeline_cancel": "cancel", "serve_traffic": "change the traffic of",
+             "serve_rollback": "roll back", "serve_delete": "delete"}
+    return verbs.get(method, method.replace("_", " "))

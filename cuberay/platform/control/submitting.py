@@ -1,7 +1,7 @@
 """The controller's submit calls: one job, or many copies of one job in a single call.
 
 A mixin of :class:`cuberay.platform.control.controller.Controller`, which supplies
-platform, store, state, ledger, groups, metrics, seq_floor, drivers, ``_submit_lock``
+platform, store, state, ledger, groups, metrics, seq_floor, drivers, claims, ``_submit_lock``
 and ``_wake``. A submit only adds a waiting job (one synchronous step on the actor's
 loop), so it takes ``_submit_lock``, never the tick's lock: it answers while a tick
 waits on Ray. Ids are ``<tenant>-<name>-<seq>``; ``seq_floor`` keeps them unique on
@@ -48,6 +48,7 @@ class Submitting:
                 if earlier is not None:
                     return conv.same_request(earlier, job)
             owner, job, correction, now = self._owned(job, tenant, user)
+            self._unclaimed(job, user, 1)
             seq = await self._seqs(owner.name, job.name, 1)
             job_id = f"{owner.name}-{job.name}-{seq}"
             req = conv.job_request(job_id, job, owner, now)
@@ -63,6 +64,7 @@ class Submitting:
                 raise AdmissionError(f"job {job_id} rejected: {problem}")
             events = [("corrected", correcting.describe(correction))] if correction else []
             self.store.add_job(record, [*events, ("submitted", _submitted(job, user, req))], **token)
+            self.claims.hold(job_id, job.claims())
             if driver == "external":
                 self.drivers.contact[job_id] = now
             self._wake.set()
@@ -83,6 +85,7 @@ class Submitting:
         conv.require_runnable(job)
         async with self._submit_lock:
             owner, job, correction, now = self._owned(job, tenant, user)
+            self._unclaimed(job, user, count)
             first = await self._seqs(owner.name, job.name, count)
             ids = [f"{owner.name}-{job.name}-{seq}" for seq in range(first, first + count)]
             reqs = [conv.job_request(job_id, job, owner, now) for job_id in ids]
@@ -96,6 +99,7 @@ class Submitting:
                                     spec_json=spec_json, driver="launcher")
                        for i, (job_id, req) in enumerate(zip(ids, reqs))]
             self.store.add_jobs(records, "submitted", [_submitted(job, user, reqs[0])] * count)
+            self.claims.hold(ids[0], job.claims())  # one copy at most (_unclaimed)
             self._wake.set()
             return owner.name, ids
 
@@ -121,6 +125,19 @@ class Submitting:
         job, correction = correcting.apply(self.store, job, self.state.tenants.get(owner.name),
                                            [n.capacity for n in self.ledger.nodes.values()], now)
         return owner, job, correction, now
+
+    def _unclaimed(self, job: Any, user: str, count: int) -> None:
+        """AdmissionError (exit 3) when an active job holds what ``job`` claims (a route, a Serve app name)."""
+        claims = job.claims()
+        if not claims:
+            return
+        problem = (f"{count} copies of {job.kind} {job.name!r} would all claim "
+                   f"{', '.join(f'{c.what} {c.value!r}' for c in claims)}, which only one job may hold; submit one"
+                   if count > 1 else self.claims.clash(claims, self.store.get_job))
+        if problem:
+            problem = f"{job.kind} {job.name!r} of {user} refused: {problem}"
+            self.store.add_event("rejected", problem)
+            raise AdmissionError(problem)
 
     async def _seqs(self, tenant: str, name: str, count: int) -> int:
         """The first of ``count`` fresh sequence numbers for ``tenant``/``name``, recorded on the cluster."""

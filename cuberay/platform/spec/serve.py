@@ -31,9 +31,13 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from cuberay.platform.spec.common import ImportPath, Name, SpecModel
 from cuberay.platform.spec.load import FieldError, parse_duration
-from cuberay.platform.spec.workload import ElasticWorkers, JobBase, Workers, WorkloadSpec
+from cuberay.platform.spec.workload import Claim, ElasticWorkers, JobBase, Workers, WorkloadSpec
 
 Engine = Literal["torch", "custom", "vllm"]
+# A serving app keeps each version's samples of the last 10 minutes (at most 100,000): a rollout step is judged
+# on what it got since it started, so it may wait no longer than that, and need no more requests than it keeps.
+MAX_STEP_TIMEOUT_S = 600.0
+MAX_MIN_REQUESTS = 10_000
 
 
 class ModelRef(SpecModel):
@@ -136,17 +140,38 @@ class Rollout(SpecModel):
                                                            '"30s", "5m".')
     max_error_rate: float = Field(0.05, ge=0, le=1, description="Roll back above this error rate (0..1).")
     max_p99_ms: float | None = Field(None, gt=0, description="Roll back above this p99 latency; null = no check.")
-    min_requests: int = Field(10, ge=1, description="Requests a step needs before its health is judged.")
+    min_requests: int = Field(10, ge=1, le=MAX_MIN_REQUESTS,
+                              description="Requests the target version must answer in a step before the step "
+                                          "can pass; no data is no health.")
+    step_timeout: Union[float, str] = Field("5m", description="How long a step may wait for min_requests on the "
+                                                              "target version (from the step's start, at least "
+                                                              "interval, at most 10m); a step without them by "
+                                                              "then halts the rollout and rolls back.")
 
-    @field_validator("interval")
+    @field_validator("interval", "step_timeout")
     @classmethod
     def _duration(cls, v: float | str) -> float | str:
         parse_duration(v)
         return v
 
+    @model_validator(mode="after")
+    def _timeout_covers_interval(self) -> Rollout:
+        if self.step_timeout_s < self.interval_s:
+            raise FieldError(["step_timeout"], f"step_timeout {self.step_timeout_s:g}s is shorter than interval "
+                                               f"{self.interval_s:g}s; a step waits at least its interval")
+        if self.step_timeout_s > MAX_STEP_TIMEOUT_S:
+            raise FieldError(["step_timeout"], f"step_timeout {self.step_timeout_s:g}s is over "
+                                               f"{MAX_STEP_TIMEOUT_S:g}s, the figures a serving app keeps; "
+                                               f"lower it, or send more traffic during rollouts")
+        return self
+
     @property
     def interval_s(self) -> float:
         return parse_duration(self.interval)
+
+    @property
+    def step_timeout_s(self) -> float:
+        return parse_duration(self.step_timeout)
 
 
 class RateLimit(SpecModel):
@@ -224,3 +249,11 @@ class ServeApp(JobBase):
     def serve_name(self) -> str:
         """The Serve application name: unique across tenants."""
         return f"{self.tenant}-{self.name}" if self.tenant else self.name
+
+    def claims(self) -> tuple[Claim, ...]:
+        """Serve app names and route prefixes are one namespace on the cluster, across tenants."""
+        return (Claim(what="Serve app name", value=self.serve_name,
+                      fix=f"change its traffic with `cuberay serve rollout {self.name}`, or take it down first "
+                          f"(`cuberay serve delete {self.name}`)"),
+                Claim(what="route_prefix", value=self.spec.route_prefix,
+                      fix="choose another route_prefix, or take that app down first (`cuberay serve delete`)"))

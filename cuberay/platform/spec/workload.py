@@ -20,6 +20,14 @@ from cuberay.platform.spec.resources import WorkerRequest
 
 # ---------------------------------------------------------------- jobs
 
+class Claim(SpecModel):
+    """Something only one active job may hold at a time (a Serve route, a Serve app name), checked at submit."""
+
+    what: str = Field(description="What is claimed, as the user knows it, e.g. 'route_prefix'.")
+    value: str = Field(description="The value claimed, e.g. '/digits'.")
+    fix: str = Field(description="What the submitter can do when an active job already holds it.")
+
+
 class ObjectMeta(SpecModel):
     """Name, tenant and labels of a job."""
 
@@ -127,6 +135,11 @@ class JobBase(SpecModel):
     def worker_request(self) -> WorkerRequest:
         """What each worker needs from its node; node_selector becomes label constraints."""
         return self.spec.resources._request(labels=self.spec.node_selector)
+
+    def claims(self) -> tuple[Claim, ...]:
+        """What this job holds uniquely while it is active (queued, admitted or running); a kind with such
+        names overrides it, and the controller refuses a submit whose claims another active job holds."""
+        return ()
 
     def effective_priority(self, tenant: Tenant | None) -> int:
         """The job's priority, or its tenant's default (0 without a tenant)."""
