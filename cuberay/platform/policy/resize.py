@@ -30,7 +30,7 @@ from typing import Iterable
 
 from cuberay.platform.policy.cluster_state import RunningJob, add_amounts
 from cuberay.platform.policy.decisions import Resize
-from cuberay.platform.policy.ledger import FitCounter, NodeState
+from cuberay.platform.policy.nodes import FitCounter, NodeState
 from cuberay.platform.policy.placement import Placement, place
 from cuberay.platform.policy.preemption import EPS, _contended
 from cuberay.platform.policy.queue import JobRequest
