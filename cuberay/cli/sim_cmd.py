@@ -27,7 +27,7 @@ from cuberay.platform.sim.inputs import (
     unknown_tenants,
 )
 from cuberay.platform.spec import Placement, Platform, load_platform
-from cuberay.platform.spec.resources import parse_cpu, parse_memory
+from cuberay.platform.spec.resource_grammar import parse_cpu, parse_memory
 
 _HOURS = 3600.0
 

@@ -4,7 +4,7 @@ Every model is a frozen pydantic v2 model with ``extra="forbid"``, strict
 types (``workers: "2"`` and ``cpu: true`` are errors, not guesses) and a
 description on every field, so the JSON Schema doubles as the reference.
 Resource strings keep the text the user wrote; they are checked against the
-grammar of :mod:`cuberay.platform.spec.resources` at validation time and
+grammar of :mod:`cuberay.platform.spec.resource_grammar` at validation time and
 turned into vectors by methods (``worker_request()``, ``max_resources()``).
 """
 
@@ -33,6 +33,7 @@ from cuberay.platform.spec.load import (
     label_map,
     mount,
 )
+from cuberay.platform.spec.resource_grammar import parse_cpu, parse_gpu, parse_memory, parse_rdma
 from cuberay.platform.spec.resources import Resources, WorkerRequest
 
 API_VERSION = "cuberay.io/v1alpha1"
@@ -81,13 +82,13 @@ class _Amounts(SpecModel):
     @classmethod
     def _cpu(cls, v: Amount | None) -> Amount | None:
         if v is not None:
-            grammar(res.parse_cpu, v)
+            grammar(parse_cpu, v)
         return v
 
     @field_validator("memory", check_fields=False)
     @classmethod
     def _memory(cls, v: Amount | None) -> Amount | None:
-        if v is not None and grammar(res.parse_memory, v) < 1:
+        if v is not None and grammar(parse_memory, v) < 1:
             raise ValueError(f"memory {v!r} is less than one byte; give an amount like '2Gi' or leave it out")
         return v
 
@@ -95,14 +96,14 @@ class _Amounts(SpecModel):
     @classmethod
     def _gpu(cls, v: Amount | None) -> Amount | None:
         if v is not None:
-            grammar(res.parse_gpu, v)
+            grammar(parse_gpu, v)
         return v
 
     @field_validator("rdma", check_fields=False)
     @classmethod
     def _rdma(cls, v: Amount | None) -> Amount | None:
         if v is not None:
-            grammar(res.parse_rdma, v)
+            grammar(parse_rdma, v)
         return v
 
     @field_validator("custom", check_fields=False)
@@ -166,7 +167,7 @@ class QuotaResources(_Amounts):
     @field_validator("gpu")
     @classmethod
     def _gpu(cls, v: Amount | None) -> Amount | None:
-        if v is not None and grammar(res.parse_gpu, v).model:
+        if v is not None and grammar(parse_gpu, v).model:
             raise ValueError(f"gpu {v!r}: quotas count cards, not models; write a count such as '8' "
                              f"(or a vendor, '8(npu)')")
         return v
@@ -174,7 +175,7 @@ class QuotaResources(_Amounts):
     @field_validator("rdma")
     @classmethod
     def _rdma(cls, v: Amount | None) -> Amount | None:
-        if v is not None and grammar(res.parse_rdma, v)[1]:
+        if v is not None and grammar(parse_rdma, v)[1]:
             raise ValueError(f"rdma {v!r}: quotas count devices, not fabrics; write a count such as '4'")
         return v
 
