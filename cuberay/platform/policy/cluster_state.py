@@ -193,7 +193,3 @@ class ClusterState:
 def add_amounts(usage: dict[str, float], amounts: Mapping[str, float], sign: float) -> None:
     for k, v in amounts.items():
         usage[k] = usage.get(k, 0.0) + sign * v
-
-
-def fmt_amount(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{v:g}"

@@ -153,11 +153,12 @@ def format_resources(res: Mapping[str, float]) -> str:
     """Human form, e.g. ``CPU=2, memory=32Gi, GPU=4``."""
     parts = []
     for k, v in res.items():
-        parts.append(f"{k}={format_memory(v)}" if k == MEMORY else f"{k}={_num(v)}")
+        parts.append(f"{k}={format_memory(v)}" if k == MEMORY else f"{k}={format_amount(v)}")
     return ", ".join(parts) or "nothing"
 
 
-def _num(v: float) -> str:
+def format_amount(v: float) -> str:
+    """``4`` for a whole amount, ``0.5`` or ``1e-05`` otherwise (no trailing ``.0``)."""
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
@@ -204,17 +205,17 @@ class WorkerRequest:
         out: dict[str, str] = {}
         for name, amount in self.resources.items():
             if name == CPU:
-                out["cpu"] = f"{int(round(amount * 1000))}m" if not float(amount).is_integer() else _num(amount)
+                out["cpu"] = f"{int(round(amount * 1000))}m" if not float(amount).is_integer() else format_amount(amount)
             elif name == MEMORY:
                 # format_memory rounds odd sizes (1.1G -> "1.0Gi"); Kubernetes must get at least what was asked.
                 text = format_memory(amount)
                 out["memory"] = text if parse_memory(text) == int(amount) else str(int(amount))
             elif name in K8S_ACCELERATOR_NAMES:
-                out[K8S_ACCELERATOR_NAMES[name]] = _num(math.ceil(amount))
+                out[K8S_ACCELERATOR_NAMES[name]] = format_amount(math.ceil(amount))
             elif name == RDMA:
-                out[RDMA_FABRICS.get(self.rdma_fabric or "rdma", "rdma/hca")] = _num(amount)
+                out[RDMA_FABRICS.get(self.rdma_fabric or "rdma", "rdma/hca")] = format_amount(amount)
             else:
-                out[name] = _num(amount)
+                out[name] = format_amount(amount)
         return out
 
 
