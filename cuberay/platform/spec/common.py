@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Annotated, Mapping, Union
+from typing import Annotated, Literal, Mapping, Union
 
 from pydantic import (
     AfterValidator,
@@ -37,6 +37,9 @@ from cuberay.platform.spec.resource_grammar import parse_cpu, parse_gpu, parse_m
 from cuberay.platform.spec.resources import Resources, WorkerRequest
 
 API_VERSION = "cuberay.io/v1alpha1"
+# The apiVersion field of every document: jobs, pipelines and the platform file.
+ApiVersion = Annotated[Literal["cuberay.io/v1alpha1"],
+                       Field(alias="apiVersion", description="Schema version; cuberay.io/v1alpha1.")]
 
 # ---------------------------------------------------------------- field types
 

@@ -1,13 +1,14 @@
-"""What every job kind shares: metadata, the gang's size and resources, limits, env; the job header."""
+"""What every job kind shares: metadata, the gang's size and resources, limits, env; the document header."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Any, Mapping, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from cuberay.platform.spec.common import (
     API_VERSION,
+    ApiVersion,
     Labels,
     Name,
     Placement,
@@ -26,6 +27,22 @@ class ObjectMeta(SpecModel):
     name: Name = Field(description="Job name, a DNS-1123 label (at most 63 characters).")
     tenant: Name | None = Field(None, description="Tenant to run in; null = the CLI --tenant or the user's only one.")
     labels: Labels = Field(default_factory=dict, description="Free-form labels, shown in the Ray dashboard.")
+
+
+class DocumentHeader(SpecModel):
+    """apiVersion, kind and metadata: the header every job and pipeline document starts with."""
+
+    api_version: ApiVersion = API_VERSION
+    kind: str = Field(description="The document's kind.")
+    metadata: ObjectMeta = Field(description="Name, tenant and labels.")
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def tenant(self) -> str | None:
+        return self.metadata.tenant
 
 
 class ElasticWorkers(SpecModel):
@@ -95,22 +112,10 @@ class WorkloadSpec(SpecModel):
         return self.workers.max if isinstance(self.workers, ElasticWorkers) else self.workers
 
 
-class JobBase(SpecModel):
-    """Header and accessors shared by the job kinds."""
+class JobBase(DocumentHeader):
+    """What the job kinds share beyond the header: the spec's common fields and their accessors."""
 
-    api_version: Literal["cuberay.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion",
-                                                        description="Schema version; cuberay.io/v1alpha1.")
-    kind: str = Field(description="Job kind.")
-    metadata: ObjectMeta = Field(description="Name, tenant and labels.")
     spec: WorkloadSpec = Field(description="What to run and with which resources.")
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def tenant(self) -> str | None:
-        return self.metadata.tenant
 
     @property
     def min_workers(self) -> int:
