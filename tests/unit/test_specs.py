@@ -34,6 +34,7 @@ from cuberay.platform.spec import (
     platform_schema,
 )
 from cuberay.platform.spec.load import parse_duration
+from cuberay.platform.spec.pipeline import load_pipeline
 from cuberay.platform.spec.resources import LABEL_ACCELERATOR, LABEL_POOL, Resources
 from tests.unit.helpers import PLATFORM
 
@@ -304,6 +305,15 @@ def test_load_specs_refuses_duplicate_names(tmp_path: Path) -> None:
     assert err.value.path == "metadata.name" and "documents 1 and 2" in str(err.value)
     with pytest.raises(SpecError, match="is a Platform"):
         load_specs(yaml.safe_dump(PLATFORM))
+
+
+def test_platform_and_pipeline_files_refuse_another_kind_in_one_wording(tmp_path: Path) -> None:
+    job = _write(tmp_path, "kind: Task\nmetadata: {name: a}\nspec: {command: ls}\n")
+    for load, kind in ((load_platform, "Platform"), (load_pipeline, "Pipeline")):
+        with pytest.raises(SpecError) as err:
+            load(job)
+        assert (err.value.file, err.value.path) == (str(job), "kind")
+        assert err.value.reason == f"kind is 'Task'; a {kind.lower()} file has kind: {kind}"
 
 
 # ---------------------------------------------------------------- the platform
