@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import Callable, Iterable
+from typing import Callable
 
 from cuberay.platform.policy.cluster_state import ClusterState, RunningJob, add_amounts
 from cuberay.platform.policy.decisions import (
@@ -44,7 +44,7 @@ from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
 from cuberay.platform.policy.reservation import Reserving, claim, held_now, worth_reserving
 from cuberay.platform.policy.resize import Resizing
-from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, format_amount
+from cuberay.platform.spec.resources import CARD_RESOURCES, format_amount
 
 # -- the cycle -----------------------------------------------------------------------
 
@@ -348,16 +348,6 @@ def schedule(state: ClusterState, now: float, *, explain: bool = True,
     if out.complete and state.policy.cycle_budget_s is not None:
         state.resume_after = None
     return out
-
-
-# -- helpers -------------------------------------------------------------------------
-
-def _sum(vectors: Iterable[Resources]) -> Resources:
-    out: dict[str, float] = {}
-    for v in vectors:
-        for k, a in v.items():
-            out[k] = out.get(k, 0.0) + a
-    return Resources(out)
 
 
 __all__ = ["Admit", "Preempt", "Reserve", "Resize", "Reject", "Cycle", "Decision", "RunningJob", "ClusterState", "schedule",
