@@ -28,6 +28,7 @@ from cuberay.platform.spec.load import (
     FieldError,
     amount_text,
     dns_label,
+    duration,
     grammar,
     import_path,
     label_map,
@@ -48,6 +49,9 @@ Labels = Annotated[dict[str, str], AfterValidator(label_map)]
 ImportPath = Annotated[str, AfterValidator(import_path)]
 Mount = Annotated[str, AfterValidator(mount)]
 Amount = Union[str, int, float]
+# A time limit as written: seconds or "90m", "2h", "1d", "1h30m" (checked here, read with parse_duration).
+Duration = Annotated[Union[float, str], AfterValidator(duration)]
+OptionalDuration = Annotated[Union[float, str, None], AfterValidator(duration)]
 
 
 class SpecModel(BaseModel):

@@ -195,6 +195,13 @@ def parse_duration(value: str | int | float) -> float:
     return seconds
 
 
+def duration(value: str | float | None) -> str | float | None:
+    """``value`` (kept as written) if it is a duration :func:`parse_duration` reads, or None."""
+    if value is not None:
+        parse_duration(value)
+    return value
+
+
 def grammar(parse: Callable[[Any], Any], value: Any) -> Any:
     """Run a resources.parse_* function; its SpecError becomes a ValueError pydantic can locate."""
     try:

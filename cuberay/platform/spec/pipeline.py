@@ -43,7 +43,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 import cuberay.platform.spec.shell_template as shell_template
 import cuberay.platform.spec.templates as tpl
 from cuberay.errors import SpecError
-from cuberay.platform.spec.common import API_VERSION, Name, SpecModel
+from cuberay.platform.spec.common import API_VERSION, Name, OptionalDuration, SpecModel
 from cuberay.platform.spec.documents import one_document, read_documents, require_kind, require_mapping
 from cuberay.platform.spec.jobs import JOB_KINDS, load_spec
 from cuberay.platform.spec.load import FieldError, field_names, parse_duration, spec_error
@@ -102,19 +102,12 @@ class Step(SpecModel):
     depends_on: list[Name] = Field(default_factory=list, description="Steps that must end first (SUCCEEDED or "
                                                                      "SKIPPED).")
     retries: int = Field(0, ge=0, description="Further attempts after a failure or a timeout.")
-    timeout: Union[float, str, None] = Field(None, description='Limit on each attempt\'s run time (not its wait '
+    timeout: OptionalDuration = Field(None, description='Limit on each attempt\'s run time (not its wait '
                                                                'in the queue): seconds or "90m", "2h"; null = none.')
     skip: bool = Field(False, description="Do not run this step (it counts as SKIPPED for its dependents).")
     when: Union[bool, str, None] = Field(None, description='Run only if this holds: a Jinja expression over '
                                          'params and upstream outputs, e.g. "steps.eval.outputs.accuracy > 0.9"; '
                                          'false = skip.')
-
-    @field_validator("timeout")
-    @classmethod
-    def _duration(cls, v: float | str | None) -> float | str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
 
     @property
     def timeout_s(self) -> float | None:

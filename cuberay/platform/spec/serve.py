@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from cuberay.platform.spec.common import ImportPath, Name, SpecModel
+from cuberay.platform.spec.common import Duration, ImportPath, Name, SpecModel
 from cuberay.platform.spec.load import FieldError, parse_duration
 from cuberay.platform.spec.workload import ElasticWorkers, JobBase, Workers, WorkloadSpec
 
@@ -132,17 +132,11 @@ class Rollout(SpecModel):
 
     steps: Union[int, list[float]] = Field(3, description="A number of even steps, or the target's percentages "
                                                           "after each step, rising to 100, e.g. [10, 50, 100].")
-    interval: Union[float, str] = Field("30s", description='Time at each step before checking health: seconds or '
+    interval: Duration = Field("30s", description='Time at each step before checking health: seconds or '
                                                            '"30s", "5m".')
     max_error_rate: float = Field(0.05, ge=0, le=1, description="Roll back above this error rate (0..1).")
     max_p99_ms: float | None = Field(None, gt=0, description="Roll back above this p99 latency; null = no check.")
     min_requests: int = Field(10, ge=1, description="Requests a step needs before its health is judged.")
-
-    @field_validator("interval")
-    @classmethod
-    def _duration(cls, v: float | str) -> float | str:
-        parse_duration(v)
-        return v
 
     @property
     def interval_s(self) -> float:

@@ -11,6 +11,7 @@ from cuberay.platform.spec.common import (
     ApiVersion,
     Labels,
     Name,
+    OptionalDuration,
     Placement,
     SpecModel,
     WorkerResources,
@@ -78,19 +79,12 @@ class WorkloadSpec(SpecModel):
     node_selector: Labels = Field(default_factory=dict, description="Node labels every worker's node must have, "
                                                                     "e.g. cuberay.io/pool: a100.")
     priority: int | None = Field(None, description="Priority (higher first); null = the tenant's default.")
-    max_runtime: Union[float, str, None] = Field(None, description='Limit on run time: seconds, or "90m", "2h", '
+    max_runtime: OptionalDuration = Field(None, description='Limit on run time: seconds, or "90m", "2h", '
                                                                    '"1d"; null = none.')
     max_failures: int = Field(0, ge=0, description="Restarts after a failure before the job is FAILED.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables for every worker.")
     runtime_env: dict[str, Any] = Field(default_factory=dict, description="A Ray runtime_env, passed verbatim "
                                         "(working_dir, pip, env_vars, py_modules, ...).")
-
-    @field_validator("max_runtime")
-    @classmethod
-    def _duration(cls, v: float | str | None) -> float | str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
 
     @field_validator("env", mode="before")
     @classmethod
