@@ -31,7 +31,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from cuberay.platform.spec.common import Duration, ImportPath, Name, SpecModel
 from cuberay.platform.spec.load import FieldError, parse_duration
-from cuberay.platform.spec.workload import ElasticWorkers, JobBase, Workers, WorkloadSpec
+from cuberay.platform.spec.workload import JobBase, Workers, WorkloadSpec, bounds
 
 Engine = Literal["torch", "custom", "vllm"]
 
@@ -99,11 +99,11 @@ class ServeVersion(SpecModel):
 
     @property
     def min_replicas(self) -> int:
-        return self.replicas.min if isinstance(self.replicas, ElasticWorkers) else self.replicas
+        return bounds(self.replicas)[0]
 
     @property
     def max_replicas(self) -> int:
-        return self.replicas.max if isinstance(self.replicas, ElasticWorkers) else self.replicas
+        return bounds(self.replicas)[1]
 
     @model_validator(mode="after")
     def _engine_matches_model(self) -> ServeVersion:

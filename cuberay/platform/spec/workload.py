@@ -67,6 +67,11 @@ Workers = Annotated[Union[Annotated[int, Field(ge=1), Tag("workers-count")],
                           Annotated[ElasticWorkers, Tag("workers-range")]], Discriminator(_workers_tag)]
 
 
+def bounds(workers: int | ElasticWorkers) -> tuple[int, int]:
+    """The least and most workers (or replicas) of a ``Workers`` value; a plain count is both."""
+    return (workers.min, workers.max) if isinstance(workers, ElasticWorkers) else (workers, workers)
+
+
 class WorkloadSpec(SpecModel):
     """Fields every job kind has."""
 
@@ -99,11 +104,11 @@ class WorkloadSpec(SpecModel):
 
     @property
     def min_workers(self) -> int:
-        return self.workers.min if isinstance(self.workers, ElasticWorkers) else self.workers
+        return bounds(self.workers)[0]
 
     @property
     def max_workers(self) -> int:
-        return self.workers.max if isinstance(self.workers, ElasticWorkers) else self.workers
+        return bounds(self.workers)[1]
 
 
 class JobBase(DocumentHeader):
