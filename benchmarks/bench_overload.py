@@ -32,7 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
 from bench_sim import DEFAULT_TRACE  # noqa: E402
 
-from cuberay.platform.sim.engine import load_philly, simulate, uniform_cluster  # noqa: E402
+from cuberay.platform.sim.cluster import uniform_cluster  # noqa: E402
+from cuberay.platform.sim.engine import simulate  # noqa: E402
+from cuberay.platform.sim.trace import load_philly  # noqa: E402
 
 
 def rss_mib() -> float:

@@ -31,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
 
 from cuberay.platform.policy.scheduling import TenantQuota  # noqa: E402
-from cuberay.platform.sim.engine import NodeSpec, TraceJob, simulate  # noqa: E402
+from cuberay.platform.sim.cluster import NodeSpec  # noqa: E402
+from cuberay.platform.sim.engine import simulate  # noqa: E402
+from cuberay.platform.sim.trace import TraceJob  # noqa: E402
 from cuberay.platform.spec.resources import CPU, GPU, Resources  # noqa: E402
 
 # (nodes, GPUs, CPUs) per kind of machine: 1,500 nodes, 5,850 GPUs.

@@ -26,7 +26,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
 
-from cuberay.platform.sim.engine import Report, load_philly, simulate, uniform_cluster  # noqa: E402
+from cuberay.platform.sim.cluster import uniform_cluster  # noqa: E402
+from cuberay.platform.sim.engine import Report, simulate  # noqa: E402
+from cuberay.platform.sim.trace import load_philly  # noqa: E402
 
 # The trace is vendored in the repository (traces/philly/SOURCE.md); CUBERAY_PHILLY points elsewhere.
 DEFAULT_TRACE = os.environ.get(

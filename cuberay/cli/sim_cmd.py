@@ -12,13 +12,8 @@ from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.errors import SpecError
 from cuberay.platform.policy.fit import tenant_quotas
 from cuberay.platform.policy.scheduling import POLICIES, TenantQuota
-from cuberay.platform.sim.engine import (
-    NodeSpec,
-    Report,
-    TraceJob,
-    simulate,
-    uniform_cluster,
-)
+from cuberay.platform.sim.cluster import NodeSpec, uniform_cluster
+from cuberay.platform.sim.engine import Report, simulate
 from cuberay.platform.sim.inputs import (
     TraceFormat,
     load_trace,
@@ -26,8 +21,9 @@ from cuberay.platform.sim.inputs import (
     seconds,
     unknown_tenants,
 )
+from cuberay.platform.sim.trace import TraceJob
 from cuberay.platform.spec import Placement, Platform, load_platform
-from cuberay.platform.spec.resources import parse_cpu, parse_memory
+from cuberay.platform.spec.resource_grammar import parse_cpu, parse_memory
 
 _HOURS = 3600.0
 

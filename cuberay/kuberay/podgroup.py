@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from cuberay.platform.spec.resources import parse_quantity
+from cuberay.platform.spec.resource_grammar import parse_quantity
 
 SUBMITTER_DEFAULT = {"cpu": Decimal("0.5"), "memory": Decimal(200 * 2**20)}
 

@@ -6,6 +6,7 @@ import math
 from typing import Any, Iterable, Mapping
 
 import cuberay.platform.spec.resources as res
+from cuberay.platform.spec.resource_grammar import RDMA_FABRICS
 
 
 def pool_fabric(pool: Any) -> str | None:
@@ -26,7 +27,7 @@ def k8s_names(vector: Mapping[str, float], fabric: str | None = None) -> dict[st
         elif name in res.K8S_ACCELERATOR_NAMES:
             key = res.K8S_ACCELERATOR_NAMES[name]
         elif name == res.RDMA:
-            key = res.RDMA_FABRICS.get(fabric or "rdma", "rdma/hca")
+            key = RDMA_FABRICS.get(fabric or "rdma", "rdma/hca")
         else:
             continue
         out[key] = out.get(key, 0.0) + amount

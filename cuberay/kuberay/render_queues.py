@@ -20,6 +20,7 @@ from cuberay.kuberay.manifest import Manifest
 from cuberay.kuberay.quantities import k8s_names, pool_fabric, quantity, total
 from cuberay.kuberay.render_cluster import RenderOptions
 from cuberay.platform.policy.pool_shares import PoolShare
+from cuberay.platform.spec.resource_grammar import parse_cpu, parse_memory
 from cuberay.platform.spec.resources import Resources
 
 AUTOSCALER = Resources({res.CPU: 0.5, res.MEMORY: float(512 * 2**20)})  # KubeRay's sidecar default
@@ -27,7 +28,7 @@ AUTOSCALER = Resources({res.CPU: 0.5, res.MEMORY: float(512 * 2**20)})  # KubeRa
 
 def head_pod(opts: RenderOptions) -> Resources:
     """The head pod as written in the template (what KubeRay's PodGroup arithmetic counts)."""
-    return Resources({res.CPU: float(res.parse_cpu(opts.head_cpu)), res.MEMORY: float(res.parse_memory(opts.head_memory))})
+    return Resources({res.CPU: float(parse_cpu(opts.head_cpu)), res.MEMORY: float(parse_memory(opts.head_memory))})
 
 
 def head_overhead(opts: RenderOptions) -> Resources:

@@ -50,8 +50,8 @@ READS_HANDED: dict[tuple[str, str], str] = {
         "Path.resolve() of the `code_dir:` beside the spec file, which it stores absolute (follows symlinks only)",
     ("platform.spec.pipeline", "_inline_files"):
         "checks and reads the job spec files a pipeline's steps name (`file:`), beside the pipeline file",
-    ("platform.sim.engine", "load_philly"): "reads the Philly trace file it is handed",
-    ("platform.sim.engine", "load_generic"): "reads the CSV trace file it is handed",
+    ("platform.sim.trace", "load_philly"): "reads the Philly trace file it is handed",
+    ("platform.sim.trace", "load_generic"): "reads the CSV trace file it is handed",
     ("platform.sim.inputs", "_header"): "reads the header of the trace file it is handed, to tell its format",
     ("platform.sim.inputs", "first_philly_submission"): "reads the Philly trace file it is handed",
     ("platform.sim.plot", "plot_reports"):

@@ -105,7 +105,9 @@ def test_without_a_budget_the_loop_never_reads_the_clock():
 
 
 def test_the_simulator_runs_every_cycle_to_the_end_whatever_the_budget():
-    from cuberay.platform.sim.engine import TraceJob, simulate, uniform_cluster
+    from cuberay.platform.sim.cluster import uniform_cluster
+    from cuberay.platform.sim.engine import simulate
+    from cuberay.platform.sim.trace import TraceJob
 
     jobs = [TraceJob(f"t{i}", i * 10.0, 300.0 + 37 * (i % 7), gpus=1 + i % 4, workers=1 + i % 3, tenant="ab"[i % 2])
             for i in range(120)]
@@ -160,7 +162,9 @@ def test_queue_order_per_tenant_heaps_give_the_order_of_every_key():
 
 
 def test_a_replay_with_a_tick_runs_fewer_cycles_and_still_admits_every_job():
-    from cuberay.platform.sim.engine import TraceJob, simulate, uniform_cluster
+    from cuberay.platform.sim.cluster import uniform_cluster
+    from cuberay.platform.sim.engine import simulate
+    from cuberay.platform.sim.trace import TraceJob
 
     jobs = [TraceJob(f"t{i}", i * 3.0, 200.0 + 13 * (i % 5), gpus=1 + i % 2, tenant="ab"[i % 2]) for i in range(90)]
     # The oldest blocked gang holds the reservation at once (no overdue wait): without it, greedy backfill

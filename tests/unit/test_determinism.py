@@ -19,7 +19,9 @@ PROBE = """
 import json
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import place
-from cuberay.platform.sim.engine import NodeSpec, TraceJob, simulate
+from cuberay.platform.sim.cluster import NodeSpec
+from cuberay.platform.sim.engine import simulate
+from cuberay.platform.sim.trace import TraceJob
 from cuberay.platform.spec.resources import CARD_RESOURCES, CPU, GPU, Resources, WorkerRequest
 
 mixed = {GPU: 4, "TPU": 4, CPU: 32}

@@ -14,7 +14,9 @@ from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.mix import TaskClass, WorkloadMix
 from cuberay.platform.policy.placement import Placement, place
 from cuberay.platform.policy.scheduling import TenantQuota
-from cuberay.platform.sim.engine import NodeSpec, TraceJob, simulate
+from cuberay.platform.sim.cluster import NodeSpec
+from cuberay.platform.sim.engine import simulate
+from cuberay.platform.sim.trace import TraceJob
 from cuberay.platform.spec.resources import CPU, GPU, Resources
 from tests.unit.helpers import add, worker
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cuberay.platform.policy.ledger import Ledger, pick_cards, workers_that_fit
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.nodes import pick_cards, workers_that_fit
 from cuberay.platform.spec.resources import CPU, GPU
 from tests.unit.helpers import (
     add,

@@ -13,7 +13,8 @@ from cuberay.platform.control.convert import job_request
 from cuberay.platform.policy.fit import check_job, tenant_quotas
 from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.sim.cluster import cluster_from_pools
-from cuberay.platform.sim.engine import TraceJob, simulate
+from cuberay.platform.sim.engine import simulate
+from cuberay.platform.sim.trace import TraceJob
 from cuberay.platform.spec import load_platform, load_spec
 from cuberay.platform.spec.resources import LABEL_POOL, parse_worker
 

@@ -11,16 +11,12 @@ from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as k8s_quantity
 
 from cuberay.errors import SpecError
+from cuberay.platform.spec.resource_grammar import parse_cpu, parse_gpu, parse_memory, parse_quantity, parse_rdma
 from cuberay.platform.spec.resources import (
     LABEL_ACCELERATOR,
     LABEL_RDMA,
     Resources,
     format_resources,
-    parse_cpu,
-    parse_gpu,
-    parse_memory,
-    parse_quantity,
-    parse_rdma,
     parse_worker,
     total,
 )

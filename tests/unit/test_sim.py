@@ -18,20 +18,11 @@ from cuberay.platform.policy.fit import tenant_quotas
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import Policy, TenantQuota
-from cuberay.platform.sim.cluster import load_cluster
-from cuberay.platform.sim.engine import (
-    LARGE_JOB_GPUS,
-    NodeSpec,
-    Report,
-    TraceJob,
-    load_generic,
-    load_philly,
-    proportional_quotas,
-    simulate,
-    uniform_cluster,
-)
+from cuberay.platform.sim.cluster import NodeSpec, load_cluster, uniform_cluster
+from cuberay.platform.sim.engine import LARGE_JOB_GPUS, Report, simulate
 from cuberay.platform.sim.inputs import TraceFormat, detect_format, load_trace, seconds
 from cuberay.platform.sim.plot import cdf, downsample, plot_reports
+from cuberay.platform.sim.trace import TraceJob, load_generic, load_philly, proportional_quotas
 from cuberay.platform.spec.resources import (
     CPU,
     GPU,

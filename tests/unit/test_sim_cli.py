@@ -100,7 +100,9 @@ def test_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_table_shows_plain_utilisation_and_utilisation_while_jobs_wait(capsys: pytest.CaptureFixture[str]) -> None:
     from cuberay.cli.sim_cmd import table_rows
-    from cuberay.platform.sim.engine import TraceJob, simulate, uniform_cluster
+    from cuberay.platform.sim.cluster import uniform_cluster
+    from cuberay.platform.sim.engine import simulate
+    from cuberay.platform.sim.trace import TraceJob
 
     idle = simulate([TraceJob("a", 0, 100, gpus=2)], uniform_cluster(1, gpus_per_node=8))
     rows = {r["metric"]: r["cuberay"] for r in table_rows([idle])}

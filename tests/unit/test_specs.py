@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from cuberay.errors import AdmissionError, SpecError
-from cuberay.platform.policy.fit import check_job, platform_ledger
+from cuberay.platform.policy.cluster_state import ClusterState
+from cuberay.platform.policy.fit import check_job, platform_ledger, tenant_quotas
+from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.spec import (
     ElasticWorkers,
     Placement,
@@ -32,6 +34,7 @@ from cuberay.platform.spec import (
     platform_schema,
 )
 from cuberay.platform.spec.load import parse_duration
+from cuberay.platform.spec.pipeline import load_pipeline
 from cuberay.platform.spec.resources import LABEL_ACCELERATOR, LABEL_POOL, Resources
 from tests.unit.helpers import PLATFORM
 
@@ -304,6 +307,15 @@ def test_load_specs_refuses_duplicate_names(tmp_path: Path) -> None:
         load_specs(yaml.safe_dump(PLATFORM))
 
 
+def test_platform_and_pipeline_files_refuse_another_kind_in_one_wording(tmp_path: Path) -> None:
+    job = _write(tmp_path, "kind: Task\nmetadata: {name: a}\nspec: {command: ls}\n")
+    for load, kind in ((load_platform, "Platform"), (load_pipeline, "Pipeline")):
+        with pytest.raises(SpecError) as err:
+            load(job)
+        assert (err.value.file, err.value.path) == (str(job), "kind")
+        assert err.value.reason == f"kind is 'Task'; a {kind.lower()} file has kind: {kind}"
+
+
 # ---------------------------------------------------------------- the platform
 
 def test_platform_defaults_and_methods() -> None:
@@ -398,12 +410,30 @@ def test_check_job_quota_message_names_the_numbers_and_the_fix() -> None:
     job = load_spec(_job({"workers": 4, "resources": {"gpu": "8"}}, tenant="vision"))
     with pytest.raises(AdmissionError) as err:
         check_job(platform, job, file="job.yaml")
-    assert str(err.value) == ('job.yaml: spec.workers: tenant "vision" max gpu is 16; job asks 4 x 8 = 32. '
-                              'Lower workers or ask an admin to raise tenants.vision.quota.max.gpu')
+    assert str(err.value) == ("job.yaml: spec.workers: tenant 'vision' max gpu is 16 and the job asks 4 x 8 = 32. "
+                              "A job starts only when its whole gang fits within its tenant's max: lower workers "
+                              "or each worker's gpu, or ask an admin to raise tenants.vision.quota.max.gpu")
     assert check_job(platform, load_spec(_job({"workers": 2, "resources": {"gpu": "8"}}, tenant="vision"))).name \
         == "vision"
     elastic = load_spec(_job({"workers": {"min": 2, "max": 8}, "resources": {"gpu": "8"}}, tenant="vision"))
     assert check_job(platform, elastic).name == "vision"  # it can start with its minimum
+
+
+def test_the_static_check_and_admission_refuse_a_job_over_its_tenant_max_in_the_same_words() -> None:
+    """``cuberay spec validate --platform`` and the controller's submit name every resource over the max."""
+    platform = _platform()
+    job = load_spec(_job({"workers": 4, "resources": {"gpu": "8", "cpu": "5"}}, tenant="vision"))
+    with pytest.raises(AdmissionError) as err:
+        check_job(platform, job)
+    static = str(err.value).removeprefix("spec.workers: ")
+    state = ClusterState(platform_ledger(platform), tenant_quotas(platform))
+    request = JobRequest("j", "vision", job.worker_request(), job.min_workers, "pack", 0, 0.0)
+    live = state.submit(request)
+    assert live is not None and live.reason == static
+    assert static == ("tenant 'vision' max cpu is 16 and the job asks 4 x 5 = 20; max gpu is 16 and the job asks "
+                      "4 x 8 = 32. A job starts only when its whole gang fits within its tenant's max: lower workers "
+                      "or each worker's cpu and gpu, or ask an admin to raise tenants.vision.quota.max.cpu and "
+                      "tenants.vision.quota.max.gpu"), static
 
 
 def test_check_job_unknown_or_missing_tenant() -> None:

@@ -180,7 +180,7 @@ def driver_resources(env: dict[str, str]) -> dict[str, float]:
 
     Values in the spec's grammar ("2", "500m", "4Gi", "1"); unset names leave the driver at 0.
     """
-    from cuberay.platform.spec.resources import parse_cpu, parse_gpu, parse_memory
+    from cuberay.platform.spec.resource_grammar import parse_cpu, parse_gpu, parse_memory
 
     out: dict[str, float] = {}
     if env.get("TASK_RESOURCE_CPU"):

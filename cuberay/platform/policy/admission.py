@@ -25,14 +25,9 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import Callable, Iterable
+from typing import Callable
 
-from cuberay.platform.policy.cluster_state import (
-    ClusterState,
-    RunningJob,
-    add_amounts,
-    fmt_amount,
-)
+from cuberay.platform.policy.cluster_state import ClusterState, RunningJob, add_amounts
 from cuberay.platform.policy.decisions import (
     Admit,
     Cycle,
@@ -49,7 +44,7 @@ from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
 from cuberay.platform.policy.reservation import Reserving, claim, held_now, worth_reserving
 from cuberay.platform.policy.resize import Resizing
-from cuberay.platform.spec.resources import CARD_RESOURCES, Resources
+from cuberay.platform.spec.resources import CARD_RESOURCES, format_amount
 
 # -- the cycle -----------------------------------------------------------------------
 
@@ -284,8 +279,8 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
         for name, amount in job.total.items():
             cap = quota.max.get(name, 0.0)
             if used.get(name, 0.0) + amount > cap + _EPS:
-                return (f"tenant {job.tenant!r} is at its max {name}: {fmt_amount(used.get(name, 0.0))} in use + "
-                        f"{fmt_amount(amount)} asked > max {fmt_amount(cap)}; waits for the tenant's own jobs to finish")
+                return (f"tenant {job.tenant!r} is at its max {name}: {format_amount(used.get(name, 0.0))} in use + "
+                        f"{format_amount(amount)} asked > max {format_amount(cap)}; waits for the tenant's own jobs to finish")
         return None
 
     def _place(self, job: JobRequest, honour_reservation: bool) -> list[str] | None:
@@ -332,8 +327,8 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
 
     def _capacity_reason(self, job: JobRequest) -> str:
         free = self.s.ledger.total_free
-        parts = [f"{fmt_amount(a)} {n}" for n, a in job.total.items() if n != "memory"]
-        have = ", ".join(f"{fmt_amount(max(free.get(n, 0.0), 0.0))} {n}" for n, _ in job.total.items() if n != "memory")
+        parts = [f"{format_amount(a)} {n}" for n, a in job.total.items() if n != "memory"]
+        have = ", ".join(f"{format_amount(max(free.get(n, 0.0), 0.0))} {n}" for n, _ in job.total.items() if n != "memory")
         msg = f"waiting for capacity: gang of {job.workers} needs {', '.join(parts) or 'memory'}; free now {have or '-'}"
         if self.reservation and self.reservation.job_id != job.id:
             msg += f"; capacity is held for {self.reservation.job_id}"
@@ -353,16 +348,6 @@ def schedule(state: ClusterState, now: float, *, explain: bool = True,
     if out.complete and state.policy.cycle_budget_s is not None:
         state.resume_after = None
     return out
-
-
-# -- helpers -------------------------------------------------------------------------
-
-def _sum(vectors: Iterable[Resources]) -> Resources:
-    out: dict[str, float] = {}
-    for v in vectors:
-        for k, a in v.items():
-            out[k] = out.get(k, 0.0) + a
-    return Resources(out)
 
 
 __all__ = ["Admit", "Preempt", "Reserve", "Resize", "Reject", "Cycle", "Decision", "RunningJob", "ClusterState", "schedule",

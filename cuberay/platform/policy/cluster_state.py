@@ -13,7 +13,7 @@ from cuberay.platform.policy.decisions import Admit, Decision, Preempt, Reject, 
 from cuberay.platform.policy.ledger import Allocation, Ledger
 from cuberay.platform.policy.placement import place, why_not
 from cuberay.platform.policy.queue import JobQueue, JobRequest
-from cuberay.platform.policy.scheduling import Policy, TenantQuota
+from cuberay.platform.policy.scheduling import Policy, TenantQuota, quota_exceeded
 
 _EPS = 1e-9
 
@@ -69,14 +69,9 @@ class ClusterState:
         if quota is None:
             known = ", ".join(sorted(self.tenants)) or "none"
             return f"unknown tenant {job.tenant!r}; known tenants: {known}. Set metadata.tenant or --tenant"
-        if quota.max is not None:
-            over = job.total.exceeding(quota.max)
-            if over:
-                name, (asked, cap) = next(iter(over.items()))
-                per = job.worker.resources.get(name, 0.0)
-                return (f"tenant {job.tenant!r} max {name} is {fmt_amount(cap)}; job asks {job.workers} x {fmt_amount(per)} = "
-                        f"{fmt_amount(asked)}. Lower workers or ask an admin to raise "
-                        f"tenants.{job.tenant}.quota.max.{_user_name(name)}")
+        over = quota_exceeded(job.tenant, quota.max, job.worker.resources, job.workers)
+        if over:
+            return over
         if not self._could_ever_place(job):
             return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement)
         return None
@@ -198,11 +193,3 @@ class ClusterState:
 def add_amounts(usage: dict[str, float], amounts: Mapping[str, float], sign: float) -> None:
     for k, v in amounts.items():
         usage[k] = usage.get(k, 0.0) + sign * v
-
-
-def fmt_amount(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{v:g}"
-
-
-def _user_name(ray_name: str) -> str:
-    return {"CPU": "cpu", "GPU": "gpu", "memory": "memory", "rdma": "rdma"}.get(ray_name, ray_name)

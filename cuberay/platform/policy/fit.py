@@ -15,9 +15,8 @@ from typing import Iterable, Sequence
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import place, why_not
-from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
+from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named, quota_exceeded
 from cuberay.platform.spec.jobs import Job
-from cuberay.platform.spec.load import amount_text, field_of
 from cuberay.platform.spec.platform_file import NodePool, Platform, Tenant
 
 
@@ -60,17 +59,8 @@ def platform_policy(platform: Platform) -> Policy:
 
 def quota_problem(job: Job, tenant: Tenant) -> str | None:
     """Why ``job``'s smallest gang exceeds ``tenant``'s max quota, or None if it fits."""
-    limit = tenant.max_resources()
-    if limit is None:
-        return None
-    per_worker, n = job.worker_request().resources, job.min_workers
-    over = (per_worker * n).exceeding(limit)
-    if not over:
-        return None
-    parts = [f'tenant "{tenant.name}" max {field_of(r)} is {amount_text(r, cap)}; job asks {n} x '
-             f'{amount_text(r, per_worker[r])} = {amount_text(r, asked)}' for r, (asked, cap) in over.items()]
-    raise_ = " and ".join(f"tenants.{tenant.name}.quota.max.{field_of(r)}" for r in over)
-    return f"spec.workers: {'; '.join(parts)}. Lower workers or ask an admin to raise {raise_}"
+    problem = quota_exceeded(tenant.name, tenant.max_resources(), job.worker_request().resources, job.min_workers)
+    return None if problem is None else f"spec.workers: {problem}"
 
 
 def capacity_problem(job: Job, pools: Sequence[NodePool]) -> str | None:

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cuberay.platform.policy.ledger import NodeState, pick_cards
 from cuberay.platform.policy.mix import TaskClass, WorkloadMix
+from cuberay.platform.policy.nodes import NodeState, pick_cards
 from cuberay.platform.spec.resources import CPU, MEMORY, WorkerRequest
 
 _EPS = 1e-9

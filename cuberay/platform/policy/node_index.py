@@ -17,11 +17,12 @@ reads exactly; a node in a skipped bucket never fits.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from cuberay.platform.spec.resources import CPU
 
-NodeState = Any  # cuberay.platform.policy.ledger.NodeState (the ledger imports this module)
+if TYPE_CHECKING:
+    from cuberay.platform.policy.nodes import NodeState
 
 _EPS = 1e-9
 _NO_PART = -1

@@ -30,8 +30,9 @@ import random
 from typing import Iterable, Mapping, Sequence
 
 from cuberay.platform.policy.frag import FragScorer, frag_memo
-from cuberay.platform.policy.ledger import FitCounter, Ledger, NodeState, workers_that_fit
+from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.node_index import INDEX_MIN_NODES
+from cuberay.platform.policy.nodes import FitCounter, NodeState, workers_that_fit
 from cuberay.platform.spec.common import Placement  # noqa: F401 (policy code names it from here)
 from cuberay.platform.spec.resources import CPU, MEMORY, WorkerRequest
 

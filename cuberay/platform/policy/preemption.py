@@ -21,7 +21,7 @@ from typing import Iterable
 
 from cuberay.platform.policy.cluster_state import RunningJob, add_amounts
 from cuberay.platform.policy.decisions import Preempt
-from cuberay.platform.policy.ledger import FitCounter
+from cuberay.platform.policy.nodes import FitCounter
 from cuberay.platform.policy.placement import Placement
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.spec.resources import CARD_RESOURCES

@@ -10,7 +10,8 @@ import heapq
 from typing import Mapping
 
 from cuberay.platform.policy.decisions import Reserve
-from cuberay.platform.policy.ledger import FitCounter, Ledger, NodeState
+from cuberay.platform.policy.ledger import Ledger
+from cuberay.platform.policy.nodes import FitCounter, NodeState
 from cuberay.platform.policy.placement import Placement, score_key
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.spec.resources import WorkerRequest

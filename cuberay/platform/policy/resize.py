@@ -30,7 +30,7 @@ from typing import Iterable
 
 from cuberay.platform.policy.cluster_state import RunningJob, add_amounts
 from cuberay.platform.policy.decisions import Resize
-from cuberay.platform.policy.ledger import FitCounter, NodeState
+from cuberay.platform.policy.nodes import FitCounter, NodeState
 from cuberay.platform.policy.placement import Placement, place
 from cuberay.platform.policy.preemption import EPS, _contended
 from cuberay.platform.policy.queue import JobRequest
@@ -40,7 +40,7 @@ class Resizing:
     """The resize half of the admission cycle; the cycle supplies state, placement and admit."""
 
     # The cycle provides: s (ClusterState), p (Policy), co (ledger checkout), usage, _shares, preempted,
-    # decisions, blocked, reservation, and _place/_admit/_share/_within_guarantee/_borrowing.
+    # decisions, blocked, reservation, and _place/_admit/_share/_within_guarantee/_borrowing/_max_allows.
 
     # -- shrink -------------------------------------------------------------------------------
     def _try_shrink(self, job: JobRequest, is_holder: bool) -> bool:
@@ -139,7 +139,7 @@ class Resizing:
                 continue
             before = list(alloc.node_ids)
             current = list(before)
-            while len(current) < run.job.max_workers and self._max_allows_one(run.job):  # type: ignore[operator]
+            while len(current) < run.job.max_workers and self._max_allows(run.job, 1):  # type: ignore[operator]
                 node_id = self._one_more(run.job, current, reserved)
                 if node_id is None:
                     break
@@ -148,13 +148,6 @@ class Resizing:
             if len(current) > len(before):
                 self.decisions.append(Resize(run.job.id, tuple(current), f"grew into idle capacity: "
                                              f"{len(before)} -> {len(current)} workers (max {run.job.max_workers})"))
-
-    def _max_allows_one(self, job: JobRequest) -> bool:
-        quota = self.s.tenants.get(job.tenant)
-        if quota is None or quota.max is None:
-            return True
-        used = self.usage.get(job.tenant, {})
-        return all(used.get(n, 0.0) + a <= quota.max.get(n, 0.0) + EPS for n, a in job.worker.resources.items())
 
     def _one_more(self, job: JobRequest, current: list[str], reserved) -> str | None:
         """A node for one more worker under the job's placement: its own nodes first when it packs."""

@@ -9,8 +9,10 @@ baselines ``fifo`` (strict FIFO gang, like Volcano's default queue) and
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 from cuberay.errors import SpecError
+from cuberay.platform.spec.load import amount_text, field_of
 from cuberay.platform.spec.resources import LABEL_POOL, Resources, WorkerRequest
 
 
@@ -22,6 +24,29 @@ class TenantQuota:
     guaranteed: Resources = Resources()
     max: Resources | None = None
     pools: tuple[str, ...] | None = None  # node pools its jobs may use (label cuberay.io/pool); None = any node
+
+
+def quota_exceeded(tenant: str, limit: Mapping[str, float] | None, per_worker: Resources, workers: int) -> str | None:
+    """Why a gang of ``workers`` x ``per_worker`` can never start under ``tenant``'s max (None: no max, or it fits).
+
+    The one wording of this refusal: the static check (``cuberay spec validate --platform``) and admission's
+    check at submit both use it.
+    """
+    if limit is None:
+        return None
+    over = (per_worker * workers).exceeding(limit)
+    if not over:
+        return None
+    seen = "; ".join(f"max {field_of(r)} is {amount_text(r, cap)} and the job asks {workers} x "
+                     f"{amount_text(r, per_worker[r])} = {amount_text(r, asked)}" for r, (asked, cap) in over.items())
+    fields = _listed([field_of(r) for r in over])
+    raise_ = _listed([f"tenants.{tenant}.quota.max.{field_of(r)}" for r in over])
+    return (f"tenant {tenant!r} {seen}. A job starts only when its whole gang fits within its tenant's max: lower "
+            f"workers or each worker's {fields}, or ask an admin to raise {raise_}")
+
+
+def _listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def confine_to_pools(worker: WorkerRequest, pools: tuple[str, ...] | None) -> WorkerRequest:

@@ -1,6 +1,6 @@
-"""Simulated clusters from a file: heterogeneous node groups with labels (``cuberay sim --cluster``).
+"""The nodes of a replay: :class:`NodeSpec`, uniform clusters, and cluster files (``cuberay sim --cluster``).
 
-The file lists node groups; each group is ``count`` identical nodes::
+A cluster file lists node groups; each group is ``count`` identical nodes::
 
     nodes:
       - name: a100
@@ -21,6 +21,7 @@ Pure: no Ray, no Kubernetes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -28,7 +29,6 @@ from pydantic import Field, ValidationError
 
 import cuberay.platform.spec.resources as res
 from cuberay.errors import SpecError
-from cuberay.platform.sim.engine import NodeSpec
 from cuberay.platform.spec import (
     Labels,
     Name,
@@ -39,6 +39,23 @@ from cuberay.platform.spec import (
 )
 from cuberay.platform.spec.documents import Document, one_document, read_documents, require_mapping
 from cuberay.platform.spec.load import field_names, spec_error
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One simulated node: its id, capacity in Ray's resource names, and labels."""
+
+    id: str
+    capacity: Mapping[str, float]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def uniform_cluster(nodes: int, gpus_per_node: int, cpus_per_node: float | None = None,
+                    memory_per_node: float | None = None) -> list[NodeSpec]:
+    """``nodes`` identical nodes. CPUs and memory default to plenty (GPU-bound traces)."""
+    cap = {res.GPU: float(gpus_per_node), res.CPU: float(cpus_per_node or 8 * max(gpus_per_node, 1)),
+           res.MEMORY: float(memory_per_node or 64 * 2**30 * max(gpus_per_node, 1))}
+    return [NodeSpec(f"node-{i:04d}", dict(cap)) for i in range(nodes)]
 
 
 class NodeGroup(SpecModel):

@@ -17,7 +17,7 @@ from typing import Sequence
 from cuberay.errors import SpecError
 from cuberay.platform.policy import fit
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named
-from cuberay.platform.sim.engine import TraceJob, _parse_time, load_generic, load_philly
+from cuberay.platform.sim.trace import TraceJob, load_generic, load_philly, parse_time
 from cuberay.platform.spec import Platform
 from cuberay.platform.spec.load import parse_duration
 
@@ -89,7 +89,7 @@ def load_trace(path: str | Path, fmt: TraceFormat | None = None, start: str | No
     for value, what in ((start, "--start"), (end, "--end")):
         if value is not None and fmt is TraceFormat.philly and not is_offset(value):
             try:
-                _parse_time(value)
+                parse_time(value)
             except SpecError as err:
                 raise SpecError(err.reason, path=what) from None
     if fmt is TraceFormat.generic:

@@ -4,7 +4,7 @@ Every model is a frozen pydantic v2 model with ``extra="forbid"``, strict
 types (``workers: "2"`` and ``cpu: true`` are errors, not guesses) and a
 description on every field, so the JSON Schema doubles as the reference.
 Resource strings keep the text the user wrote; they are checked against the
-grammar of :mod:`cuberay.platform.spec.resources` at validation time and
+grammar of :mod:`cuberay.platform.spec.resource_grammar` at validation time and
 turned into vectors by methods (``worker_request()``, ``max_resources()``).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Annotated, Mapping, Union
+from typing import Annotated, Literal, Mapping, Union
 
 from pydantic import (
     AfterValidator,
@@ -28,14 +28,19 @@ from cuberay.platform.spec.load import (
     FieldError,
     amount_text,
     dns_label,
+    duration,
     grammar,
     import_path,
     label_map,
     mount,
 )
+from cuberay.platform.spec.resource_grammar import parse_cpu, parse_gpu, parse_memory, parse_rdma
 from cuberay.platform.spec.resources import Resources, WorkerRequest
 
 API_VERSION = "cuberay.io/v1alpha1"
+# The apiVersion field of every document: jobs, pipelines and the platform file.
+ApiVersion = Annotated[Literal["cuberay.io/v1alpha1"],
+                       Field(alias="apiVersion", description="Schema version; cuberay.io/v1alpha1.")]
 
 # ---------------------------------------------------------------- field types
 
@@ -44,6 +49,9 @@ Labels = Annotated[dict[str, str], AfterValidator(label_map)]
 ImportPath = Annotated[str, AfterValidator(import_path)]
 Mount = Annotated[str, AfterValidator(mount)]
 Amount = Union[str, int, float]
+# A time limit as written: seconds or "90m", "2h", "1d", "1h30m" (checked here, read with parse_duration).
+Duration = Annotated[Union[float, str], AfterValidator(duration)]
+OptionalDuration = Annotated[Union[float, str, None], AfterValidator(duration)]
 
 
 class SpecModel(BaseModel):
@@ -81,13 +89,13 @@ class _Amounts(SpecModel):
     @classmethod
     def _cpu(cls, v: Amount | None) -> Amount | None:
         if v is not None:
-            grammar(res.parse_cpu, v)
+            grammar(parse_cpu, v)
         return v
 
     @field_validator("memory", check_fields=False)
     @classmethod
     def _memory(cls, v: Amount | None) -> Amount | None:
-        if v is not None and grammar(res.parse_memory, v) < 1:
+        if v is not None and grammar(parse_memory, v) < 1:
             raise ValueError(f"memory {v!r} is less than one byte; give an amount like '2Gi' or leave it out")
         return v
 
@@ -95,14 +103,14 @@ class _Amounts(SpecModel):
     @classmethod
     def _gpu(cls, v: Amount | None) -> Amount | None:
         if v is not None:
-            grammar(res.parse_gpu, v)
+            grammar(parse_gpu, v)
         return v
 
     @field_validator("rdma", check_fields=False)
     @classmethod
     def _rdma(cls, v: Amount | None) -> Amount | None:
         if v is not None:
-            grammar(res.parse_rdma, v)
+            grammar(parse_rdma, v)
         return v
 
     @field_validator("custom", check_fields=False)
@@ -166,7 +174,7 @@ class QuotaResources(_Amounts):
     @field_validator("gpu")
     @classmethod
     def _gpu(cls, v: Amount | None) -> Amount | None:
-        if v is not None and grammar(res.parse_gpu, v).model:
+        if v is not None and grammar(parse_gpu, v).model:
             raise ValueError(f"gpu {v!r}: quotas count cards, not models; write a count such as '8' "
                              f"(or a vendor, '8(npu)')")
         return v
@@ -174,7 +182,7 @@ class QuotaResources(_Amounts):
     @field_validator("rdma")
     @classmethod
     def _rdma(cls, v: Amount | None) -> Amount | None:
-        if v is not None and grammar(res.parse_rdma, v)[1]:
+        if v is not None and grammar(parse_rdma, v)[1]:
             raise ValueError(f"rdma {v!r}: quotas count devices, not fabrics; write a count such as '4'")
         return v
 

@@ -232,3 +232,12 @@ def require_mapping(doc: Document) -> Mapping[str, Any]:
     return doc.data
 
 
+def require_kind(doc: Document, kind: str) -> Mapping[str, Any]:
+    """The document's mapping if its ``kind`` is ``kind`` (a Platform, a Pipeline), else a SpecError naming it."""
+    data = require_mapping(doc)
+    if data.get("kind") != kind:
+        raise SpecError(f"kind is {data.get('kind')!r}; a {kind.lower()} file has kind: {kind}", file=doc.file,
+                        path="kind")
+    return data
+
+

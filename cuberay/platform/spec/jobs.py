@@ -18,7 +18,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from cuberay.errors import SpecError
 from cuberay.platform.spec.common import SpecModel
-from cuberay.platform.spec.documents import Document, one_document, read_documents, require_mapping
+from cuberay.platform.spec.documents import Document, one_document, read_documents, require_kind, require_mapping
 from cuberay.platform.spec.load import field_names, spec_error
 from cuberay.platform.spec.platform_file import Platform
 from cuberay.platform.spec.serve import ServeApp
@@ -55,10 +55,7 @@ def _job_from(doc: Document) -> Job:
 
 
 def _platform_from(doc: Document) -> Platform:
-    data = require_mapping(doc)
-    if data.get("kind") != "Platform":
-        raise SpecError(f"kind is {data.get('kind')!r}; a platform file has kind: Platform", file=doc.file,
-                        path="kind")
+    data = require_kind(doc, "Platform")
     try:
         return Platform.model_validate(data)
     except ValidationError as exc:

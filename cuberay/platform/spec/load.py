@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 import cuberay.platform.spec.resources as res
 from cuberay.errors import SpecError
 from cuberay.platform.spec.documents import Document, short_repr
+from cuberay.platform.spec.resource_grammar import format_memory
 
 # Union tags pydantic puts into error locations; they are not field names.
 UNION_TAGS = frozenset({"workers-count", "workers-range", "model-import-path", "model-ref"})
@@ -194,6 +195,13 @@ def parse_duration(value: str | int | float) -> float:
     return seconds
 
 
+def duration(value: str | float | None) -> str | float | None:
+    """``value`` (kept as written) if it is a duration :func:`parse_duration` reads, or None."""
+    if value is not None:
+        parse_duration(value)
+    return value
+
+
 def grammar(parse: Callable[[Any], Any], value: Any) -> Any:
     """Run a resources.parse_* function; its SpecError becomes a ValueError pydantic can locate."""
     try:
@@ -231,7 +239,7 @@ def field_of(resource: str) -> str:
 
 def amount_text(resource: str, value: float) -> str:
     """``2Gi`` for memory, ``4`` or ``0.5`` otherwise."""
-    return res.format_memory(value) if resource == res.MEMORY else f"{value:g}"
+    return format_memory(value) if resource == res.MEMORY else f"{value:g}"
 
 
 def over_text(over: Mapping[str, tuple[float, float]]) -> str:

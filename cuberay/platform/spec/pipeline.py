@@ -43,11 +43,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 import cuberay.platform.spec.shell_template as shell_template
 import cuberay.platform.spec.templates as tpl
 from cuberay.errors import SpecError
-from cuberay.platform.spec.common import API_VERSION, Name, SpecModel
-from cuberay.platform.spec.documents import one_document, read_documents, require_mapping
+from cuberay.platform.spec.common import API_VERSION, Name, OptionalDuration, SpecModel
+from cuberay.platform.spec.documents import one_document, read_documents, require_kind, require_mapping
 from cuberay.platform.spec.jobs import JOB_KINDS, load_spec
 from cuberay.platform.spec.load import FieldError, field_names, parse_duration, spec_error
-from cuberay.platform.spec.workload import ObjectMeta
+from cuberay.platform.spec.workload import DocumentHeader
 
 Param = Union[str, int, float, bool]
 _SAMPLE_DATE = "2026-01-01T00:00:00+00:00"
@@ -102,19 +102,12 @@ class Step(SpecModel):
     depends_on: list[Name] = Field(default_factory=list, description="Steps that must end first (SUCCEEDED or "
                                                                      "SKIPPED).")
     retries: int = Field(0, ge=0, description="Further attempts after a failure or a timeout.")
-    timeout: Union[float, str, None] = Field(None, description='Limit on each attempt\'s run time (not its wait '
+    timeout: OptionalDuration = Field(None, description='Limit on each attempt\'s run time (not its wait '
                                                                'in the queue): seconds or "90m", "2h"; null = none.')
     skip: bool = Field(False, description="Do not run this step (it counts as SKIPPED for its dependents).")
     when: Union[bool, str, None] = Field(None, description='Run only if this holds: a Jinja expression over '
                                          'params and upstream outputs, e.g. "steps.eval.outputs.accuracy > 0.9"; '
                                          'false = skip.')
-
-    @field_validator("timeout")
-    @classmethod
-    def _duration(cls, v: float | str | None) -> float | str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
 
     @property
     def timeout_s(self) -> float | None:
@@ -232,22 +225,11 @@ def _ref_problem(ref: tuple[str, ...], params: Mapping[str, Any], upstream: set[
     return f"template variable {shown!r} is undefined; {hint}use {', '.join(allowed)}"
 
 
-class Pipeline(SpecModel):
+class Pipeline(DocumentHeader):
     """A DAG of cuberay jobs (CubeStudio's pipelines), run on the platform's queue like any job."""
 
-    api_version: Literal["cuberay.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion",
-                                                        description="Schema version; cuberay.io/v1alpha1.")
     kind: Literal["Pipeline"] = Field("Pipeline", description="Pipeline.")
-    metadata: ObjectMeta = Field(description="Name, tenant and labels.")
     spec: PipelineSpec = Field(description="Steps, parameters, parallelism, priority, schedule.")
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def tenant(self) -> str | None:
-        return self.metadata.tenant
 
     @model_validator(mode="after")
     def _steps_are_jobs(self) -> Pipeline:
@@ -326,10 +308,7 @@ def load_pipeline(source: str | Path | Mapping[str, Any] | Pipeline) -> Pipeline
     if isinstance(source, Pipeline):
         return source
     doc = one_document(read_documents(source), "Pipeline")
-    data = dict(require_mapping(doc))
-    if data.get("kind") != "Pipeline":
-        raise SpecError(f"kind is {data.get('kind')!r}; a pipeline file has kind: Pipeline", file=doc.file,
-                        path="kind")
+    data = dict(require_kind(doc, "Pipeline"))
     base = Path(doc.file).parent if doc.file else Path.cwd()
     data["spec"] = _inline_files(data.get("spec"), base, doc.file)
     try:

@@ -12,6 +12,7 @@ import cuberay.platform.spec.resources as res
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.spec.common import (
     API_VERSION,
+    ApiVersion,
     Labels,
     Mount,
     Name,
@@ -252,8 +253,7 @@ class PlatformMeta(SpecModel):
 class Platform(SpecModel):
     """The admin's file: tenants, quotas, node pools (``configs/platform.yaml``)."""
 
-    api_version: Literal["cuberay.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion",
-                                                        description="Schema version; cuberay.io/v1alpha1.")
+    api_version: ApiVersion = API_VERSION
     kind: Literal["Platform"] = Field("Platform", description="Always Platform.")
     metadata: PlatformMeta = Field(default_factory=PlatformMeta, description="Name and labels.")
     spec: PlatformSpec = Field(description="Tenants, node pools, storage, scheduler settings.")

@@ -29,9 +29,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from cuberay.platform.spec.common import ImportPath, Name, SpecModel
+from cuberay.platform.spec.common import Duration, ImportPath, Name, SpecModel
 from cuberay.platform.spec.load import FieldError, parse_duration
-from cuberay.platform.spec.workload import Claim, ElasticWorkers, JobBase, Workers, WorkloadSpec
+from cuberay.platform.spec.workload import Claim, JobBase, Workers, WorkloadSpec, bounds
 
 Engine = Literal["torch", "custom", "vllm"]
 # A serving app keeps each version's samples of the last 10 minutes (at most 100,000): a rollout step is judged
@@ -103,11 +103,11 @@ class ServeVersion(SpecModel):
 
     @property
     def min_replicas(self) -> int:
-        return self.replicas.min if isinstance(self.replicas, ElasticWorkers) else self.replicas
+        return bounds(self.replicas)[0]
 
     @property
     def max_replicas(self) -> int:
-        return self.replicas.max if isinstance(self.replicas, ElasticWorkers) else self.replicas
+        return bounds(self.replicas)[1]
 
     @model_validator(mode="after")
     def _engine_matches_model(self) -> ServeVersion:
@@ -136,23 +136,17 @@ class Rollout(SpecModel):
 
     steps: Union[int, list[float]] = Field(3, description="A number of even steps, or the target's percentages "
                                                           "after each step, rising to 100, e.g. [10, 50, 100].")
-    interval: Union[float, str] = Field("30s", description='Time at each step before checking health: seconds or '
+    interval: Duration = Field("30s", description='Time at each step before checking health: seconds or '
                                                            '"30s", "5m".')
     max_error_rate: float = Field(0.05, ge=0, le=1, description="Roll back above this error rate (0..1).")
     max_p99_ms: float | None = Field(None, gt=0, description="Roll back above this p99 latency; null = no check.")
     min_requests: int = Field(10, ge=1, le=MAX_MIN_REQUESTS,
                               description="Requests the target version must answer in a step before the step "
                                           "can pass; no data is no health.")
-    step_timeout: Union[float, str] = Field("5m", description="How long a step may wait for min_requests on the "
+    step_timeout: Duration = Field("5m", description="How long a step may wait for min_requests on the "
                                                               "target version (from the step's start, at least "
                                                               "interval, at most 10m); a step without them by "
                                                               "then halts the rollout and rolls back.")
-
-    @field_validator("interval", "step_timeout")
-    @classmethod
-    def _duration(cls, v: float | str) -> float | str:
-        parse_duration(v)
-        return v
 
     @model_validator(mode="after")
     def _timeout_covers_interval(self) -> Rollout:

@@ -1,15 +1,17 @@
-"""What every job kind shares: metadata, the gang's size and resources, limits, env; the job header."""
+"""What every job kind shares: metadata, the gang's size and resources, limits, env; the document header."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import Annotated, Any, Mapping, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from cuberay.platform.spec.common import (
     API_VERSION,
+    ApiVersion,
     Labels,
     Name,
+    OptionalDuration,
     Placement,
     SpecModel,
     WorkerResources,
@@ -36,6 +38,22 @@ class ObjectMeta(SpecModel):
     labels: Labels = Field(default_factory=dict, description="Free-form labels, shown in the Ray dashboard.")
 
 
+class DocumentHeader(SpecModel):
+    """apiVersion, kind and metadata: the header every job and pipeline document starts with."""
+
+    api_version: ApiVersion = API_VERSION
+    kind: str = Field(description="The document's kind.")
+    metadata: ObjectMeta = Field(description="Name, tenant and labels.")
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def tenant(self) -> str | None:
+        return self.metadata.tenant
+
+
 class ElasticWorkers(SpecModel):
     """An elastic gang: it starts with ``min`` workers and may grow to ``max``."""
 
@@ -57,6 +75,11 @@ Workers = Annotated[Union[Annotated[int, Field(ge=1), Tag("workers-count")],
                           Annotated[ElasticWorkers, Tag("workers-range")]], Discriminator(_workers_tag)]
 
 
+def bounds(workers: int | ElasticWorkers) -> tuple[int, int]:
+    """The least and most workers (or replicas) of a ``Workers`` value; a plain count is both."""
+    return (workers.min, workers.max) if isinstance(workers, ElasticWorkers) else (workers, workers)
+
+
 class WorkloadSpec(SpecModel):
     """Fields every job kind has."""
 
@@ -69,19 +92,12 @@ class WorkloadSpec(SpecModel):
     node_selector: Labels = Field(default_factory=dict, description="Node labels every worker's node must have, "
                                                                     "e.g. cuberay.io/pool: a100.")
     priority: int | None = Field(None, description="Priority (higher first); null = the tenant's default.")
-    max_runtime: Union[float, str, None] = Field(None, description='Limit on run time: seconds, or "90m", "2h", '
+    max_runtime: OptionalDuration = Field(None, description='Limit on run time: seconds, or "90m", "2h", '
                                                                    '"1d"; null = none.')
     max_failures: int = Field(0, ge=0, description="Restarts after a failure before the job is FAILED.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables for every worker.")
     runtime_env: dict[str, Any] = Field(default_factory=dict, description="A Ray runtime_env, passed verbatim "
                                         "(working_dir, pip, env_vars, py_modules, ...).")
-
-    @field_validator("max_runtime")
-    @classmethod
-    def _duration(cls, v: float | str | None) -> float | str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
 
     @field_validator("env", mode="before")
     @classmethod
@@ -96,29 +112,17 @@ class WorkloadSpec(SpecModel):
 
     @property
     def min_workers(self) -> int:
-        return self.workers.min if isinstance(self.workers, ElasticWorkers) else self.workers
+        return bounds(self.workers)[0]
 
     @property
     def max_workers(self) -> int:
-        return self.workers.max if isinstance(self.workers, ElasticWorkers) else self.workers
+        return bounds(self.workers)[1]
 
 
-class JobBase(SpecModel):
-    """Header and accessors shared by the job kinds."""
+class JobBase(DocumentHeader):
+    """What the job kinds share beyond the header: the spec's common fields and their accessors."""
 
-    api_version: Literal["cuberay.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion",
-                                                        description="Schema version; cuberay.io/v1alpha1.")
-    kind: str = Field(description="Job kind.")
-    metadata: ObjectMeta = Field(description="Name, tenant and labels.")
     spec: WorkloadSpec = Field(description="What to run and with which resources.")
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def tenant(self) -> str | None:
-        return self.metadata.tenant
 
     @property
     def min_workers(self) -> int:
