@@ -61,13 +61,18 @@ def test_every_command_is_listed_here() -> None:
     assert commands() == set(NEEDS_CONTROLLER) | OFFLINE, "a CLI command is new: list it above"
 
 
-@pytest.fixture
-def dead(platform) -> Iterator[None]:
-    """The platform's controller, killed for good (Ray does not restart it)."""
-    ray.kill(platform.controller, no_restart=True)
-    wait_for(lambda: _gone(), 30, "the controller's name to be freed")
-    yield
-    client.install(platform.spec, replace=True)  # the fixture's cleanup talks to a controller
+@pytest.fixture(scope="module")
+def dead(ray_cluster, tmp_path_factory) -> Iterator[None]:
+    """A controller of its own, killed for good (Ray does not restart it), once for every command below."""
+    from tests.integration.conftest import PLATFORM_USER, platform_test_spec
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUBERAY_USER", PLATFORM_USER)
+        handle = client.install(platform_test_spec(tmp_path_factory.mktemp("dead") / "cuberay"),
+                                address=ray_cluster.address, replace=True)
+        ray.kill(handle, no_restart=True)
+        wait_for(lambda: _gone(), 30, "the controller's name to be freed")
+        yield
 
 
 def _gone() -> bool:
