@@ -134,7 +134,7 @@ def bench_concurrent(n: int, run: bool, jobs: Any, storage: Path) -> dict[str, A
 def controller_rss_mb() -> float:
     import psutil
 
-    pid = client._call("ping")["pid"]
+    pid = client.api().ping()["pid"]
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
@@ -148,7 +148,7 @@ def bench_load(rate: float, seconds: float, drain: bool = True) -> dict[str, Any
 
     def sample() -> None:  # runs in flight as the controller counts them: Ray Job drivers and small jobs' tasks
         while not stop.is_set():
-            peak[0] = max(peak[0], client._call("ping")["drivers"]["in_flight"])
+            peak[0] = max(peak[0], client.api().ping()["drivers"]["in_flight"])
             time.sleep(1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -161,7 +161,7 @@ def bench_load(rate: float, seconds: float, drain: bool = True) -> dict[str, Any
         ids.append(client.submit(tiny(name), "bench").id)
         latencies.append(time.monotonic() - s)
     load_s = time.monotonic() - t0
-    admitted = sum(1 for e in client._call("events", None, None) if e.kind == "admitted" and e.job_id in set(ids))
+    admitted = sum(1 for e in client.api().events(None, None) if e.kind == "admitted" and e.job_id in set(ids))
     rss1 = controller_rss_mb()
     if drain:
         done = wait_all_terminal(ids, 3600)
@@ -186,16 +186,16 @@ def kill_controller() -> float:
 
     from cuberay.platform.control.install import find
 
-    old = client._call("ping")["pid"]
+    old = client.api().ping()["pid"]
     killed = time.time()
     ray.kill(find(), no_restart=False)
     while True:
         try:
-            if client._call("ping", timeout=5)["pid"] != old:
+            if client.api(timeout=5).ping()["pid"] != old:
                 break
         except Exception:  # noqa: BLE001 - restarting
             time.sleep(0.2)
-    stamps = [e.time for e in client._call("events", None, None) if e.kind == "controller_started"
+    stamps = [e.time for e in client.api().events(None, None) if e.kind == "controller_started"
               and e.time > killed]
     return round(min(stamps) - killed, 2)
 
@@ -219,7 +219,7 @@ def bench_crash(kills: int) -> dict[str, Any]:
     while not (running := next((r for r in map(client.status, ids) if r.state == JobState.RUNNING
                                 and r.submission_id), None)):
         time.sleep(0.2)
-    jobs = JobSubmissionClient(client._call("dashboard_url"))
+    jobs = JobSubmissionClient(client.api().dashboard_url())
     while not (info := jobs.get_job_info(running.submission_id)).driver_info:
         time.sleep(0.2)
     os.kill(int(info.driver_info.pid), signal.SIGKILL)

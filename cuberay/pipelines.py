@@ -31,7 +31,7 @@ def submit(source: Any, tenant: str | None = None, *, run: bool = True, user: st
     Returns ``{"tenant", "pipeline", "scheduled", "run"}`` (``run``: the new RunRecord or None).
     """
     with client.acting_as(user):
-        return client._call("pipeline_submit", _spec(source), tenant, run)
+        return client.api().pipeline_submit(_spec(source), tenant, run)
 
 
 def run(name: str, tenant: str | None = None, *, params: Mapping[str, Any] | None = None,
@@ -39,20 +39,20 @@ def run(name: str, tenant: str | None = None, *, params: Mapping[str, Any] | Non
     """A manual run of a stored pipeline. It waits its turn among the schedule's runs; with ``supersede``
     the pipeline's waiting and running runs are cancelled first."""
     with client.acting_as(user):
-        return client._call("pipeline_run", name, tenant, dict(params or {}), supersede)
+        return client.api().pipeline_run(name, tenant, dict(params or {}), supersede)
 
 
 def runs(name: str | None = None, tenant: str | None = None) -> list[Any]:
-    return client._call("pipeline_runs", name, tenant)
+    return client.api().pipeline_runs(name, tenant)
 
 
 def status(ref: str) -> tuple[Any, list[Any]]:
     """(the run, its steps) for a run id, or for the latest run of the pipeline named ``ref``."""
-    return client._call("pipeline_status", ref)
+    return client.api().pipeline_status(ref)
 
 
 def cancel(ref: str) -> Any:
-    return client._call("pipeline_cancel", ref)
+    return client.api().pipeline_cancel(ref)
 
 
 def wait(ref: str, timeout: float | None = None, poll_s: float = 1.0) -> Any:

@@ -1,6 +1,6 @@
 """The Python API over a running cuberay controller.
 
-Everything here talks to the controller actor through Ray; the CLI and
+Everything here talks to the controller through its typed API (:func:`api`, over Ray by default); the CLI and
 ``cuberay/__init__.py`` are thin layers over these functions. Functions raise
 ``CuberayError`` subclasses: PlatformNotRunningError (no controller; the message
 says how to start one), SpecError (2), AdmissionError (3), NotFoundError (4).
@@ -14,106 +14,59 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import getpass
-import logging
 import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, cast
 
-from cuberay.errors import ControllerRestartingError, PlatformNotRunningError
-from cuberay.platform.api import ENDPOINTS, TOKEN_ENV, USER_ENV, Caller
+from cuberay.errors import PlatformNotRunningError
+from cuberay.platform.api import TOKEN_ENV, USER_ENV, Caller, ControllerAPI
 from cuberay.platform.api.records import JobRecord, JobRef, LogChunk, QueueEntry, TenantUsage  # noqa: F401 (public API)
-from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.policy.states import JobState
-from cuberay.platform.transport import ray_errors
+from cuberay.platform.transport import Transport
+from cuberay.platform.transport.ray_call import RayTransport, connect  # noqa: F401 (public API)
+from cuberay.platform.transport.ray_call import init_ray as _init_ray
+from cuberay.platform.transport.remote import Remote
 
 # Who calls made in this thread (context) act for, and with which driver secret, when not the process's own.
 _ACTING: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuberay_acting_user", default=None)
 _TOKEN: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuberay_driver_token", default=None)
+# How calls reach the controller (tests and the console may put another transport in its place).
+_TRANSPORT: contextvars.ContextVar[Transport] = contextvars.ContextVar("cuberay_transport", default=RayTransport())
 # A killed controller is back (restarted by Ray, queue and ledger rebuilt) in about 10 s on a quiet head
 # (benchmarks/bench_reliability.py, phase "crash"); drivers wait this long for it before giving up.
 RESTART_WAIT_S = 120.0
 
 
-def connect(address: str | None = None, *, log_to_driver: bool = False) -> Any:
-    """Join the Ray cluster (``address``, else RAY_ADDRESS, else "auto") and return the controller handle."""
-    import ray
+def api(*, restart_wait_s: float = 0.0, timeout: float = 120.0) -> ControllerAPI:
+    """The controller's typed API (cuberay/platform/api/protocol.py), called as this process's :func:`caller`.
 
-    where = _init_ray(address, log_to_driver)
+    ``restart_wait_s``: how long a call waits out a controller restart (drivers and long waits; only for calls
+    that may be repeated). The controller's own CuberayError comes back as itself.
+    """
+    return cast(ControllerAPI, Remote(_TRANSPORT.get(), caller, restart_wait_s=restart_wait_s, timeout=timeout))
+
+
+def driver_api() -> ControllerAPI:
+    """The API as a job's driver calls it: every call rides out a controller restart."""
+    return api(restart_wait_s=RESTART_WAIT_S)
+
+
+@contextlib.contextmanager
+def using(transport: Transport) -> Iterator[None]:
+    """Calls made inside (in this context) go through ``transport``: a controller in this process, say."""
+    reset = _TRANSPORT.set(transport)
     try:
-        return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
-    except ValueError:
-        raise PlatformNotRunningError(
-            f"no cuberay controller on the Ray cluster at {where}; start one with `cuberay up` (local) or "
-            f"`cuberay up --address ADDR` (existing cluster)") from None
-
-
-def _init_ray(address: str | None, log_to_driver: bool) -> str:
-    """Connect this process to Ray unless it already is; returns where it is connected."""
-    import ray
-
-    if ray.is_initialized():
-        return ray.get_runtime_context().gcs_address
-    from cuberay.platform.control import head as controller_head
-
-    target = address or os.environ.get("RAY_ADDRESS") or ""
-    if target.startswith(("http://", "https://")):
-        target = ""  # a dashboard URL (ray job submit's RAY_ADDRESS) is not a GCS address
-    head = controller_head.read_state()
-    if not target and head is not None:
-        target = head["address"]  # the head `cuberay up` started, not whichever Ray ran last here
-    if head is not None and target == head["address"]:
-        controller_head.use_token_auth()
-    target = target or "auto"
-    try:
-        ray.init(address=target, namespace=NAMESPACE, log_to_driver=log_to_driver, ignore_reinit_error=True,
-                 logging_level=logging.WARNING)
-    except Exception as err:  # noqa: BLE001 - every failure to join is one clear message, never a traceback
-        raise ray_errors.init_error(err, target) from None
-    return target
+        yield
+    finally:
+        _TRANSPORT.reset(reset)
 
 
 def caller() -> Caller:
     """Who this process's calls are from: the user (CUBERAY_USER, else the login name) and, in a job's processes,
     the secret of its driver's attempt (the launcher puts it in their environment)."""
     return Caller(user=_ACTING.get() or current_user(), token=_TOKEN.get() or os.environ.get(TOKEN_ENV) or None)
-
-
-def _call(method: str, *args: Any, timeout: float = 120.0) -> Any:
-    """Call one controller method as this process's :func:`caller`; the controller's CuberayError is re-raised
-    here as itself."""
-    import ray
-
-    if method not in ENDPOINTS:  # a typo fails here, not as an AttributeError from Ray
-        raise TypeError(f"the controller has no method {method!r}; its methods are in "
-                        f"cuberay/platform/api/endpoints.py")
-    handle = connect()
-    try:
-        return ray.get(getattr(handle, method).remote(caller(), *args), timeout=timeout)
-    except ray.exceptions.RayError as err:  # every Ray failure: a CuberayError that says what to do
-        raise ray_errors.call_error(err, method, timeout) from None
-
-
-def call_through_restart(method: str, *args: Any, wait_s: float = RESTART_WAIT_S) -> Any:
-    """``_call`` that waits out a controller restart: Ray restarts a controller that died and it recovers from
-    its store, but meanwhile Ray fails every call to it. The call is repeated for up to ``wait_s``; no
-    controller at all still fails at once.
-
-    For job drivers and long waits, and only for calls that may be repeated (reads, and reports the controller
-    takes once per attempt).
-    """
-    deadline = time.monotonic() + wait_s
-    pause = 0.5
-    while True:
-        try:
-            return _call(method, *args)
-        except ControllerRestartingError as err:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ControllerRestartingError(f"{err} (still unreachable after {wait_s:.0f}s)") from None
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 5.0)
 
 
 def _job_id(job: JobRef | str) -> str:
@@ -199,13 +152,13 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
     if handle is None:
         handle = _install(controller, spec)
     else:  # already up: apply the (possibly edited) platform file to it, without stopping any job
-        _call("reload", spec)
-    return str(_call("dashboard_url", timeout=60))
+        api().reload(spec)
+    return str(api(timeout=60).dashboard_url())
 
 
 def reload(platform_file: str | None = None) -> list[str]:
     """Apply an edited platform file to the running controller; returns what changed."""
-    return _call("reload", _platform_dict(find_platform_file(platform_file)))
+    return api().reload(_platform_dict(find_platform_file(platform_file)))
 
 
 def down() -> bool:
@@ -224,7 +177,7 @@ def down() -> bool:
         (local is not None and controller_head.head_process(local) is not None)
     if joinable:
         try:  # first the controller stops every driver and puts running jobs back in the queue: none stays RUNNING
-            _call("shutdown", timeout=120.0)
+            api(timeout=120.0).shutdown()
         except PlatformNotRunningError:
             pass  # no controller (or no cluster): nothing of it to stop
     stopped = uninstall() if joinable else False
@@ -266,7 +219,7 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
     # Without the caller's request id, one of our own: a submit whose answer a controller restart lost is
     # then repeated safely (it returns the job the first call queued).
     with acting_as(user):
-        record: JobRecord = call_through_restart("submit", job.model_dump(mode="json"), tenant, driver,
+        record: JobRecord = driver_api().submit(job.model_dump(mode="json"), tenant, driver,
                                                  submission_id, request_id or f"auto-{uuid.uuid4().hex}",
                                                  driver_token)
     return JobRef(record.id, record.tenant, record.name)
@@ -280,7 +233,7 @@ def submit_copies(spec_or_path: Any, count: int, tenant: str | None = None, *,
     """
     job = _runnable(spec_or_path)
     with acting_as(user):
-        owner, ids = _call("submit_copies", job.model_dump(mode="json"), count, tenant, timeout=600.0)
+        owner, ids = api(timeout=600.0).submit_copies(job.model_dump(mode="json"), count, tenant)
     return [JobRef(job_id, owner, job.name) for job_id in ids]
 
 
@@ -288,7 +241,7 @@ def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -
     """Block until the job is terminal; returns its record (raises TimeoutError on timeout)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        record = call_through_restart("status", _job_id(job))  # a restart is no reason to stop
+        record = driver_api().status(_job_id(job))  # a restart is no reason to stop
         if record.state.is_terminal:
             return record
         if deadline is not None and time.monotonic() > deadline:
@@ -299,11 +252,11 @@ def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -
 
 def status(job: JobRef | str) -> JobRecord:
     """The job's record; AdmissionError (exit 3) for a job of a tenant the caller is not in."""
-    return _call("status", _job_id(job))
+    return api().status(_job_id(job))
 
 
 def cancel(job: JobRef | str) -> JobRecord:
-    return _call("cancel", _job_id(job))
+    return api().cancel(_job_id(job))
 
 
 def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterator[str]:
@@ -318,25 +271,25 @@ def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterat
     if follow:
         yield from _follow(ref, poll_s)
         return
-    latest: LogChunk = _call("logs", ref, None, 0)
+    latest: LogChunk = api().logs(ref, None, 0)
     line_start = True
     for n in range(1, latest.latest_attempt + 1):
         if latest.latest_attempt > 1:
             yield ("" if line_start else "\n") + f"--- attempt {n} ---\n"
-        chunk = latest if n == latest.latest_attempt else _call("logs", ref, n, 0)
+        chunk = latest if n == latest.latest_attempt else api().logs(ref, n, 0)
         while True:
             if chunk.text:
                 yield chunk.text
                 line_start = chunk.text.endswith("\n")
             if not chunk.more:
                 break
-            chunk = _call("logs", ref, n, chunk.next_offset)
+            chunk = api().logs(ref, n, chunk.next_offset)
 
 
 def _follow(ref: str, poll_s: float) -> Iterator[str]:
     attempt, offset, line_start = 0, 0, True  # attempt 0: none seen yet
     while True:
-        chunk: LogChunk = call_through_restart("logs", ref, attempt or None, offset)
+        chunk: LogChunk = driver_api().logs(ref, attempt or None, offset)
         if attempt == 0 and chunk.latest_attempt:
             attempt = 1
             if chunk.attempt != 1:
@@ -358,15 +311,15 @@ def _follow(ref: str, poll_s: float) -> Iterator[str]:
 
 
 def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:
-    return _call("list_jobs", tenant, None if states is None else [JobState(s).value for s in states])
+    return api().list_jobs(tenant, None if states is None else [JobState(s).value for s in states])
 
 
 def queue(tenant: str | None = None) -> list[QueueEntry]:
-    return _call("queue", tenant)
+    return api().queue(tenant)
 
 
 def tenants() -> list[TenantUsage]:
-    return _call("tenants")
+    return api().tenants()
 
 
 def current_user() -> str:

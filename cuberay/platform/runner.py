@@ -66,12 +66,12 @@ def run_job(job_id: str) -> int:
     """Run the admitted attempt of ``job_id`` in this process; the exit code for the Ray Job."""
     try:
         client.connect(log_to_driver=True)
-        ctx = client.call_through_restart("job_context", job_id, own_submission_id())
+        ctx = client.driver_api().job_context(job_id, own_submission_id())
     except CuberayError as err:
         say(f"cannot run {job_id}: {err}")
         return EXIT_FAILED
-    nodes = ctx["node_ids"]
-    say(f"{job_id} attempt {ctx['attempt']}: {len(nodes)} worker(s) on node(s) "
+    nodes = ctx.node_ids
+    say(f"{job_id} attempt {ctx.attempt}: {len(nodes)} worker(s) on node(s) "
         f"{', '.join(sorted({n[:8] for n in nodes}))}")
     try:
         return dispatch(ctx)
@@ -83,7 +83,7 @@ def run_job(job_id: str) -> int:
 def dispatch(ctx: dict[str, Any]) -> int:
     from cuberay.platform.spec import Task, TrainJob, TuneJob, load_spec
 
-    job = load_spec(ctx["spec"])
+    job = load_spec(ctx.spec)
     if isinstance(job, TuneJob):
         return _tune(job, ctx)
     if isinstance(job, TrainJob) and job.spec.entrypoint:
@@ -93,7 +93,7 @@ def dispatch(ctx: dict[str, Any]) -> int:
     if job.kind == "ServeApp":
         from cuberay.serve.service import run_service
 
-        return run_service(job, ctx, client.call_through_restart, say)
+        return run_service(job, ctx, client.driver_api(), say)
     from cuberay.platform.control.convert import RUNNABLE_KINDS
 
     say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS)} jobs); "
@@ -106,13 +106,13 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
     from cuberay.train.torch_launcher import run_train_function
 
     request = job.worker_request()
-    job_id, attempt = ctx["record"].id, int(ctx["attempt"])
+    job_id, attempt = ctx.record.id, int(ctx.attempt)
 
     def run_once(node_ids: list[str]) -> dict:
         return run_train_function(
             job.spec.entrypoint, config=dict(job.spec.config), node_ids=node_ids,
             resources_per_worker=request.to_ray(), use_gpu=request.resources.get("GPU", 0.0) > 0,
-            storage_path=ctx["storage_path"], name=job_id,
+            storage_path=ctx.storage_path, name=job_id,
             # Ray Train owns max_failures in function mode: it restarts the worker group on the same nodes
             # from the last checkpoint; the controller does not retry on top (docs/architecture.md, Recovery).
             max_failures=job.spec.max_failures,
@@ -121,12 +121,12 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
             env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=job_id)
 
     if job.min_workers == job.max_workers:
-        result = run_once(list(ctx["node_ids"]))
+        result = run_once(list(ctx.node_ids))
     else:  # elastic: admission may grow or shrink it while it runs (cuberay/train/elastic.py)
         from cuberay.train.elastic import run_elastic
 
-        result = run_elastic(run_once, job_id=job_id, attempt=attempt, node_ids=list(ctx["node_ids"]),
-                             call=client.call_through_restart, say=say)
+        result = run_elastic(run_once, job_id=job_id, attempt=attempt, node_ids=list(ctx.node_ids),
+                             api=client.driver_api(), say=say)
     say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
     say(f"checkpoint {result.get('checkpoint_path')}")
     return EXIT_OK
@@ -135,18 +135,17 @@ def _train_function(job: Any, ctx: dict[str, Any]) -> int:
 def _tune(job: Any, ctx: dict[str, Any]) -> int:
     from cuberay.tune.job import run_tune_job
 
-    job_id, attempt = ctx["record"].id, ctx["attempt"]
+    job_id, attempt = ctx.record.id, ctx.attempt
 
     def report(text: str, final: bool) -> None:
         try:
             # Progress is tried once (the next report follows soon); the result rides out a controller restart.
-            client.call_through_restart("job_report", job_id, attempt, text, final,
-                                        wait_s=RESTART_WAIT_S if final else 0)
+            client.api(restart_wait_s=RESTART_WAIT_S if final else 0).job_report(job_id, attempt, text, final)
         except CuberayError as err:  # progress is a nicety; the search goes on
             say(f"could not report progress: {err}")
 
-    _, paths, text = run_tune_job(job, job_id=job_id, node_ids=list(ctx["node_ids"]),
-                                  storage_path=ctx["storage_path"], report=report)
+    _, paths, text = run_tune_job(job, job_id=job_id, node_ids=list(ctx.node_ids),
+                                  storage_path=ctx.storage_path, report=report)
     say(text)
     say(f"trials {paths['csv']}" + (f", plot {paths['png']}" if "png" in paths else ""))
     return EXIT_OK
@@ -156,8 +155,8 @@ def _command_gang(job: Any, ctx: dict[str, Any]) -> int:
     from cuberay.train.gang import run_command_gang
 
     code = run_command_gang(
-        job.spec.command, node_ids=list(ctx["node_ids"]), bundle=job.worker_request().to_ray(),
-        env=dict(job.spec.env), job=ctx["identity"], timeout_s=job.max_runtime_s,
+        job.spec.command, node_ids=list(ctx.node_ids), bundle=job.worker_request().to_ray(),
+        env=dict(job.spec.env), job=ctx.identity, timeout_s=job.max_runtime_s,
         rdma_fabric=job.worker_request().rdma_fabric)
     if code != 0:
         say(f"the gang exited with code {code}")
@@ -199,13 +198,13 @@ def _drive(ref: Any, on_wait: Callable[[QueueEntry | None, JobRecord], None] | N
     while True:
         info = _wait_admitted(ref.id, on_wait, poll_s)
         if info is None:
-            return client.call_through_restart("status", ref.id)
-        code, current = _run_attempt(ref.id, int(info["attempt"]), token)
+            return client.driver_api().status(ref.id)
+        code, current = _run_attempt(ref.id, int(info.attempt), token)
         if not current:
             continue  # preempted (back in the queue) or cancelled: the loop finds out which
         message = "the run exited 0" if code == 0 else f"the run exited with code {code}"
-        record: JobRecord = client.call_through_restart("finished", ref.id, code == 0, message,
-                                                        int(info["attempt"]))
+        record: JobRecord = client.driver_api().finished(ref.id, code == 0, message,
+                                                        int(info.attempt))
         if record.state.is_terminal:
             return record
         say(f"{ref.id} is {record.state.value}: {record.reason}")
@@ -223,24 +222,24 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
     """Poll until the job holds an allocation (its admission info) or is terminal (None)."""
     last: tuple[Any, Any] | None = None
     while True:
-        info = client.call_through_restart("admission", job_id)
-        state = JobState(info["state"])
+        info = client.driver_api().admission(job_id)
+        state = info.state
         if state.holds_resources:
             return info
         if state.is_terminal:
             return None
-        seen = (info["position"], info["reason"])
+        seen = (info.position, info.reason)
         if seen != last:
             last = seen
             if on_wait is not None:
-                record = client.call_through_restart("status", job_id)
-                entry = next((e for e in client.call_through_restart("queue", record.tenant)
+                record = client.driver_api().status(job_id)
+                entry = next((e for e in client.driver_api().queue(record.tenant)
                               if e.job_id == job_id), None)
                 if record.state.is_waiting and (entry is None or entry.state.is_waiting):
                     on_wait(entry, record)  # (admitted between the two reads: the next poll says so)
             else:
-                where = f"position {info['position']}" if info["position"] else "waiting"
-                print(f"queued: {where}: {info['reason']}", flush=True)
+                where = f"position {info.position}" if info.position else "waiting"
+                print(f"queued: {where}: {info.reason}", flush=True)
         time.sleep(poll_s)
 
 
@@ -257,9 +256,9 @@ def _run_attempt(job_id: str, attempt: int, token: str) -> tuple[int, bool]:
                 return child.wait(timeout=RUN_POLL_S), True
             except subprocess.TimeoutExpired:
                 pass
-            info = client.call_through_restart("admission", job_id)
-            if not JobState(info["state"]).holds_resources or int(info["attempt"]) != attempt:
-                say(f"attempt {attempt} of {job_id} ended by the platform ({info['state']}: {info['reason']}); "
+            info = client.driver_api().admission(job_id)
+            if not info.state.holds_resources or int(info.attempt) != attempt:
+                say(f"attempt {attempt} of {job_id} ended by the platform ({info.state.value}: {info.reason}); "
                     f"stopping its run")
                 return _stop(child), False
     finally:

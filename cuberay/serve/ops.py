@@ -59,7 +59,7 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
     user = user or client.current_user()
     if tenant or app.tenant is None:
         app = app.with_tenant(tenant or _only_tenant(user))  # type: ignore[assignment]
-    entry_for(app, [], client._call)  # checkpoints, engines: fail here, not in the driver
+    entry_for(app, [], client.api())  # checkpoints, engines: fail here, not in the driver
     ref = client.submit(app, app.tenant, user=user)
     deadline = time.monotonic() + wait_s
     while True:
@@ -94,7 +94,7 @@ def status(name: str, tenant: str | None = None) -> dict[str, Any]:
 
 def _change(record: Any, app: ServeApp, user: str, action: str, weights: dict, note: str) -> None:
     with client.acting_as(user):
-        traffic = client._call("serve_traffic", record.id, action, {"weights": dict(weights)}, note)
+        traffic = client.api().serve_traffic(record.id, action, {"weights": dict(weights)}, note)
     deploy.wait_traffic(app.serve_name, traffic)
 
 
@@ -134,7 +134,7 @@ def rollback(name: str, tenant: str | None = None, to: int | None = None) -> dic
     those of change ``to`` (an id from ``history``); the weights restored."""
     record = find(name, tenant)
     app = _app(record)
-    traffic = client._call("serve_rollback", record.id, to)
+    traffic = client.api().serve_rollback(record.id, to)
     deploy.wait_traffic(app.serve_name, traffic)
     return traffic["weights"]
 
@@ -143,7 +143,7 @@ def history(name: str, tenant: str | None = None) -> list[Any]:
     records = [r for r in client.list_jobs(tenant) if r.kind == "ServeApp" and name in (r.name, r.id)]
     if not records:
         raise NotFoundError(f"no serving app {name!r} was ever deployed")
-    return [c for r in records for c in client._call("serve_history", r.id, None)]
+    return [c for r in records for c in client.api().serve_history(r.id, None)]
 
 
 def delete(name: str, tenant: str | None = None) -> Any:
@@ -154,5 +154,5 @@ def delete(name: str, tenant: str | None = None) -> Any:
     deadline = time.monotonic() + 30
     while deploy.app_status(app.serve_name) is not None and time.monotonic() < deadline:
         time.sleep(0.5)
-    client._call("serve_delete", record.id)
+    client.api().serve_delete(record.id)
     return ended

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuberay.errors import NotFoundError, SpecError
+from cuberay.platform.api.records import TrainRun
 from cuberay.platform.spec.serve import LLMSettings, ModelRef, ServeApp, ServeVersion
 from cuberay.serve import llm
 from cuberay.serve.config import MODEL_FILE, AppPlan, VersionPlan, can_multiplex, node_selector
 
 TARGET_ONGOING_REQUESTS = 4  # per replica, before the autoscaler adds one
-Lookup = Callable[[str, ModelRef], dict[str, Any]]
+Lookup = Callable[[str, ModelRef], TrainRun]
 
 
 def checkpoint_dir(storage_path: str, run_id: str) -> str:
@@ -47,13 +48,13 @@ def _torch_source(version: ServeVersion, tenant: str, lookup: Lookup) -> dict[st
     run = lookup(tenant, ref)
     factory = version.factory
     if factory is None:
-        entry = run.get("entrypoint") or ""
+        entry = run.entrypoint or ""
         if ":" not in entry:
-            raise SpecError(f"version {version.name!r}: run {run['id']} has no function entrypoint to find "
+            raise SpecError(f"version {version.name!r}: run {run.id} has no function entrypoint to find "
                             f"build_model in; set factory: 'module:function'", path="spec.versions.factory")
         factory = f"{entry.partition(':')[0]}:build_model"
-    return {"checkpoint": checkpoint_dir(run["storage_path"], run["id"]), "factory": factory,
-            "config": dict(run.get("config") or {}), "run": run["id"]}
+    return {"checkpoint": checkpoint_dir(run.storage_path, run.id), "factory": factory,
+            "config": dict(run.config or {}), "run": run.id}
 
 
 def _holds_module(checkpoint: str) -> bool:

@@ -15,27 +15,28 @@ import time
 from typing import Any, Callable
 
 from cuberay.errors import CuberayError
+from cuberay.platform.api import ControllerAPI
+from cuberay.platform.api.records import JobContext
 from cuberay.platform.spec.serve import ModelRef, ServeApp
 from cuberay.serve import deploy, plan
 from cuberay.serve.config import AppPlan, app_config, traffic_of
 
 ALIVE_POLL_S = 2.0  # also how soon a resize reaches Serve
-Call = Callable[..., Any]
 
 
-def lookup_with(call: Call) -> plan.Lookup:
+def lookup_with(api: ControllerAPI) -> plan.Lookup:
     """``plan.Lookup`` through the controller's ``train_run``."""
     def lookup(tenant: str, ref: ModelRef) -> dict[str, Any]:
-        return call("train_run", tenant, ref.job, ref.run, ref.previous)
+        return api.train_run(tenant, ref.job, ref.run, ref.previous)
     return lookup
 
 
-def entry_for(app: ServeApp, node_ids: list[str], call: Call) -> dict:
+def entry_for(app: ServeApp, node_ids: list[str], api: ControllerAPI) -> dict:
     """The app's declarative Serve entry; every input error is raised here, before deploying."""
     plan.check_engines(app)
     if "vllm" in app.spec.engines:
         return plan.llm_app(app, node_ids)
-    return app_config(plan.app_plan(app, plan.sources(app, lookup_with(call)), node_ids))
+    return app_config(plan.app_plan(app, plan.sources(app, lookup_with(api)), node_ids))
 
 
 def resized_entry(app: ServeApp, node_ids: list[str], deployed: dict[str, Any]) -> dict[str, Any]:
@@ -52,21 +53,21 @@ def resized_entry(app: ServeApp, node_ids: list[str], deployed: dict[str, Any]) 
     return entry
 
 
-def follow_allocation(app: ServeApp, ctx: dict[str, Any], nodes: list[str], call: Call,
+def follow_allocation(app: ServeApp, ctx: JobContext, nodes: list[str], api: ControllerAPI,
                       say: Callable[[str], None]) -> list[str]:
     """Apply a resize admission made (more or fewer replica slots): the app changes in place on Serve."""
-    record = ctx["record"]
-    info = call("allocation", record.id, ctx["attempt"])
-    if not info["current"] or sorted(info["node_ids"]) == sorted(nodes):
+    record = ctx.record
+    info = api.allocation(record.id, ctx.attempt)
+    if not info.current or sorted(info.node_ids) == sorted(nodes):
         return nodes
-    new = list(info["node_ids"])
-    call("serve_deploy", record.id, ctx["attempt"], resized_entry(app, new, deploy.deployed_config(app.serve_name)),
+    new = list(info.node_ids)
+    api.serve_deploy(record.id, ctx.attempt, resized_entry(app, new, deploy.deployed_config(app.serve_name)),
          f"resized to {len(new)} replica slot(s)")
     caps = plan.replica_caps(app, len(new))
     note = (f"{len(new)} replica slot(s) (was {len(nodes)}) on {len(set(new))} node(s); replicas up to "
             + ", ".join(f"{name} {cap}" for name, cap in caps.items()))
     say(f"resized {app.serve_name}: {note}")
-    call("resized", record.id, ctx["attempt"], len(new), note)
+    api.resized(record.id, ctx.attempt, len(new), note)
     return new
 
 
@@ -78,22 +79,22 @@ def _stop(signum: int, frame: Any) -> None:
     raise _Stopped()  # out of the sleep at once: Ray kills a stopped job's driver a few seconds later
 
 
-def run_service(app: ServeApp, ctx: dict[str, Any], call: Call, say: Callable[[str], None]) -> int:
+def run_service(app: ServeApp, ctx: JobContext, api: ControllerAPI, say: Callable[[str], None]) -> int:
     """Deploy, wait until Serve runs it, then hold until SIGTERM; the app is removed on the way out."""
-    record, attempt = ctx["record"], ctx["attempt"]
-    entry = entry_for(app, list(ctx["node_ids"]), call)
+    record, attempt = ctx.record, ctx.attempt
+    entry = entry_for(app, list(ctx.node_ids), api)
     signal.signal(signal.SIGTERM, _stop)
     try:
         deploy.ensure_serve()
-        weights = call("serve_deploy", record.id, attempt, entry,
-                       f"attempt {attempt} on {len(set(ctx['node_ids']))} node(s)")
+        weights = api.serve_deploy(record.id, attempt, entry,
+                       f"attempt {attempt} on {len(set(ctx.node_ids))} node(s)")
         deploy.wait_running(app.serve_name)
         say(f"serving {app.serve_name} at {app.spec.route_prefix} with weights {weights}")
-        nodes = list(ctx["node_ids"])
+        nodes = list(ctx.node_ids)
         while True:
             time.sleep(ALIVE_POLL_S)
             try:
-                nodes = follow_allocation(app, ctx, nodes, call, say)
+                nodes = follow_allocation(app, ctx, nodes, api, say)
             except CuberayError as err:  # the controller or Serve is busy: the next poll tries again
                 say(f"could not follow the allocation yet: {err}")
     except _Stopped:
@@ -101,7 +102,7 @@ def run_service(app: ServeApp, ctx: dict[str, Any], call: Call, say: Callable[[s
     finally:
         say(f"taking {app.serve_name} off Serve")
         try:
-            call("serve_undeploy", record.id, attempt)
+            api.serve_undeploy(record.id, attempt)
         except CuberayError as err:  # the controller takes it off when the app is deleted (`cuberay serve delete`)
             say(f"could not take {app.serve_name} off Serve: {err}")
     return 0

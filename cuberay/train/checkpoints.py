@@ -31,6 +31,6 @@ class CheckpointReporter(UserCallback):
             return
         try:
             # Through the client: the call carries this job's driver secret (from the job's environment).
-            client._call("checkpointed", self.job_id, self.attempt, time.time(), timeout=10)
+            client.api(timeout=10).checkpointed(self.job_id, self.attempt, time.time())
         except Exception as err:  # noqa: BLE001 - never fail training over bookkeeping
             log.warning("could not report the checkpoint of %s to the controller: %s", self.job_id, err)

@@ -18,21 +18,21 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
+
+from cuberay.platform.api import ControllerAPI
+from cuberay.platform.api.records import AllocationInfo
 
 POLL_S = 1.0           # how often the driver asks the controller for its allocation
 RESIZE_WAIT_S = 30.0   # longest wait for a checkpoint boundary before restarting anyway
 
-Call = Callable[..., Any]
-
-
 class AllocationWatch:
     """A daemon thread that interrupts the training run when the job's allocation changes."""
 
-    def __init__(self, job_id: str, attempt: int, node_ids: list[str], call: Call, *, poll_s: float = POLL_S,
-                 wait_s: float = RESIZE_WAIT_S) -> None:
+    def __init__(self, job_id: str, attempt: int, node_ids: list[str], api: ControllerAPI, *,
+                 poll_s: float = POLL_S, wait_s: float = RESIZE_WAIT_S) -> None:
         self.job_id, self.attempt, self.node_ids = job_id, attempt, list(node_ids)
-        self.call, self.poll_s, self.wait_s = call, poll_s, wait_s
+        self.api, self.poll_s, self.wait_s = api, poll_s, wait_s
         self.changed: list[str] | None = None  # the new node list, once the run was interrupted for it
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -46,9 +46,9 @@ class AllocationWatch:
         with self._lock:  # after this no SIGINT is sent: the run's end is not mistaken for a resize
             self._stopped.set()
 
-    def _poll(self) -> dict[str, Any] | None:
+    def _poll(self) -> AllocationInfo | None:
         try:
-            return self.call("allocation", self.job_id, self.attempt)
+            return self.api.allocation(self.job_id, self.attempt)
         except Exception:  # noqa: BLE001 - a controller restart: ask again at the next poll
             return None
 
@@ -57,9 +57,9 @@ class AllocationWatch:
             info = self._poll()
             if info is None:
                 continue
-            if not info["current"]:
+            if not info.current:
                 return  # preempted or cancelled: the controller stops this driver
-            if sorted(info["node_ids"]) == sorted(self.node_ids):
+            if sorted(info.node_ids) == sorted(self.node_ids):
                 continue
             seen = time.time()
             # Restart at a checkpoint boundary: the run loses no work when its next checkpoint is in.
@@ -67,24 +67,24 @@ class AllocationWatch:
                 latest = self._poll()
                 if latest is not None:
                     info = latest
-                    if (info.get("checkpoint_time") or 0.0) >= seen or not info["current"]:
+                    if (info.checkpoint_time or 0.0) >= seen or not info.current:
                         break
-            if not info["current"]:
+            if not info.current:
                 return
             with self._lock:
                 if self._stopped.is_set():
                     return
-                self.changed = list(info["node_ids"])
+                self.changed = list(info.node_ids)
                 os.kill(os.getpid(), signal.SIGINT)  # Ray Train's handler aborts the run gracefully
             return
 
 
 def run_elastic(run_once: Callable[[list[str]], dict], *, job_id: str, attempt: int, node_ids: list[str],
-                call: Call, say: Callable[[str], None], poll_s: float = POLL_S) -> dict:
+                api: ControllerAPI, say: Callable[[str], None], poll_s: float = POLL_S) -> dict:
     """``run_once(node_ids)`` (one Ray Train run), restarted on the new nodes each time admission resizes it."""
     nodes = list(node_ids)
     while True:
-        watch = AllocationWatch(job_id, attempt, nodes, call, poll_s=poll_s).start()
+        watch = AllocationWatch(job_id, attempt, nodes, api, poll_s=poll_s).start()
         previous = signal.getsignal(signal.SIGINT)
         try:
             result = run_once(nodes)
@@ -99,7 +99,7 @@ def run_elastic(run_once: Callable[[list[str]], dict], *, job_id: str, attempt: 
             say(note)
             nodes = watch.changed
             try:
-                call("resized", job_id, attempt, len(nodes), note)
+                api.resized(job_id, attempt, len(nodes), note)
             except Exception:  # noqa: BLE001 - the event is a record, not a step of the run
                 pass
         finally:

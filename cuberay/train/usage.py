@@ -71,6 +71,6 @@ def report(job_id: str, worker: int, cpu: float, memory_gib: float) -> None:
     try:
         # Waited for (briefly): a driver that exits right after would otherwise drop the call. Through the
         # client, so it carries the job's driver secret (from the job's environment).
-        client._call("usage", job_id, worker, cpu, memory_gib, timeout=10)
+        client.api(timeout=10).usage(job_id, worker, cpu, memory_gib)
     except Exception as err:  # noqa: BLE001 - never fail a run over bookkeeping
         log.warning("could not report the resource use of %s to the controller: %s", job_id, err)

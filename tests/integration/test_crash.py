@@ -81,7 +81,7 @@ def test_controller_killed_twice_mid_stream_loses_and_repeats_nothing(platform, 
 def test_submits_waits_and_drivers_go_on_across_a_controller_restart(platform) -> None:
     """Ray fails the calls in flight when an actor dies, and those sent while it restarts
     (ActorUnavailableError): a job driver that started or reported then would fail its run, and a user's submit
-    or wait would stop. All of them wait for the restarted controller instead (client.call_through_restart),
+    or wait would stop. All of them wait for the restarted controller instead (client.driver_api()),
     and a repeated submit queues its job once."""
     tag = uuid.uuid4().hex[:6]
     blocker = job(f"blocker-{tag}", gpu="4", sleep_s=600)
@@ -106,7 +106,7 @@ def test_submits_waits_and_drivers_go_on_across_a_controller_restart(platform) -
         # Polls back to back as well: one is in flight when the old controller dies. The wait goes on, and so
         # does the job, whose driver may be starting.
         assert client.wait(ref.id, timeout=120, poll_s=0).state == JobState.SUCCEEDED
-        assert client.call_through_restart("ping")["pid"] != old_pid
+        assert client.driver_api().ping()["pid"] != old_pid
     finally:
         stop.set()
         submitter.join(60)

@@ -49,7 +49,7 @@ def test_elastic_train_job_starts_with_min_and_grows_to_max(platform, ray_cluste
     assert set(final["node_ids"]) == {v100}  # exactly the granted node
     assert "resumed from checkpoint: step" in logs  # restarted at a checkpoint, not from step 0
     assert record.attempts == 1  # a resize is neither a failure nor a new attempt
-    kinds = [e.kind for e in client._call("events", ref.id, 100)]
+    kinds = [e.kind for e in client.api().events(ref.id, 100)]
     assert "resized" in kinds and "resize_applied" in kinds, kinds
     resumed = re.findall(r"resumed from checkpoint: step (\d+)", logs)
     print(f"elastic 2 -> 4: {time.monotonic() - started:.0f}s, grown at step {resumed} of 40")

@@ -91,7 +91,7 @@ def _objects(job_client) -> dict[str, Any]:
         wait_for(lambda: client.status(running.id).state == JobState.RUNNING, 120, "A's long job to run")
         serve = client.submit(serve_app("alpha"))    # waits: A's quota is full
         tune = client.submit(tune_job("alpha"))      # waits too
-        pipe = client._call("pipeline_submit", pipeline("alpha"), None, True)
+        pipe = client.api().pipeline_submit(pipeline("alpha"), None, True)
     with client.acting_as(BEN):
         theirs = client.submit(task("b-long", "beta", "sleep 600"))
         wait_for(lambda: client.status(theirs.id).state == JobState.RUNNING, 120, "B's job to run")
@@ -112,7 +112,7 @@ def _raw(method: str, caller: Any, *args: Any) -> Any:
 
 def _denied_count() -> int:
     with client.acting_as(OPS):
-        return sum(1 for e in client._call("events", None, None) if e.kind == "denied")
+        return sum(1 for e in client.api().events(None, None) if e.kind == "denied")
 
 
 def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any]) -> None:
@@ -200,7 +200,7 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
     with client.acting_as(ANN):
         record = client.status(a["running"])
         assert record.state == JobState.RUNNING and "pwned" not in _text(record)
-        assert client._call("pipeline_status", a["run"])[0].id == a["run"]
+        assert client.api().pipeline_status(a["run"])[0].id == a["run"]
     # B's own calls still work.
     with client.acting_as(BEN):
         assert client.status(a["b_job"]).state == JobState.RUNNING

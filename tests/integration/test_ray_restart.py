@@ -167,12 +167,12 @@ def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_
     key = next(k for k, j in ids.items() if j == running.id)
     wait_for(lambda: len(starts(stamps[key])) == (2 if key == "run" else 1), 60, "its worker to start")
     # The ledger matches Ray: one allocation, one placement group on its node, one live Ray Job (its driver).
-    allocations = client._call("running")
+    allocations = client.api().running()
     pgs = ray_pgs()
     assert list(allocations) == [running.id], allocations
     assert list(pgs.values()) == [allocations[running.id]], (pgs, allocations)
     assert live_ray_jobs(second) == {running.submission_id}
-    requeued = [e for e in client._call("events", ids["run"]) if e.kind == "requeued"]
+    requeued = [e for e in client.api().events(ids["run"]) if e.kind == "requeued"]
     assert requeued and "controller was down" in requeued[0].message, requeued
 
     mark("checked")
@@ -185,7 +185,7 @@ def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_
         "run": (JobState.SUCCEEDED, 2), "wait": (JobState.SUCCEEDED, 1)}, done
     assert {k: len(starts(p)) for k, p in stamps.items()} == {"run": 2, "wait": 1}  # one start per attempt
     assert done["run"].submission_id == f"cuberay-{ids['run']}-2"
-    wait_for(lambda: not ray_pgs() and not live_ray_jobs(second) and not client._call("running"), 60,
+    wait_for(lambda: not ray_pgs() and not live_ray_jobs(second) and not client.api().running(), 60,
              "Ray and the ledger to hold nothing")
     mark("both ended")
     print(f"admission back {resumed_s}s after the controller was installed on the new Ray; {marks}")

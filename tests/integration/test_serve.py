@@ -97,7 +97,7 @@ def _post(url: str, rows: list, session: requests.Session | None = None) -> requ
 
 def _expected(served: Any) -> dict[str, list[int]]:
     """What each version must answer for ROWS, from its checkpoint loaded here."""
-    versions = ops.entry_for(ops._app(served["record"]), [], client._call)["args"]["plan"]["versions"]
+    versions = ops.entry_for(ops._app(served["record"]), [], client.api())["args"]["plan"]["versions"]
     out = {}
     for v in versions:
         if v["engine"] == "torch":
@@ -148,7 +148,7 @@ def test_replicas_run_on_the_nodes_admission_chose(served, ray_cluster) -> None:
 
 def _traffic(served: Any, action: str, changes: dict, note: str) -> None:
     """A traffic change through the controller (the only writer of Serve's config), live once it returns."""
-    traffic = client._call("serve_traffic", served["record"].id, "tester", action, changes, note)
+    traffic = client.api().serve_traffic(served["record"].id, "tester", action, changes, note)
     deploy.wait_traffic(served["serve_name"], traffic)
 
 
@@ -380,6 +380,6 @@ def test_delete_takes_the_app_off_serve_and_frees_its_quota(served) -> None:
     record = ops.delete("digits-serve", "a")
     assert record.state == JobState.CANCELLED
     assert deploy.app_status(served["serve_name"]) is None
-    wait_for(lambda: record.id not in client._call("running"), 30, "the allocation to be released")
+    wait_for(lambda: record.id not in client.api().running(), 30, "the allocation to be released")
     assert ops.history("digits-serve", "a")[-1].action == "delete"
 

@@ -66,6 +66,6 @@ def test_replicas_above_min_are_shrunk_on_reclaim(serving_platform) -> None:
     assert client.status(record.id).state == JobState.RUNNING  # shrunk, not preempted
     wait_for(lambda: _replicas(serve_name) == {"num_replicas": 1}, 120, "Serve to take the new replica limit")
     assert deploy.wait_running(serve_name, timeout_s=300)["status"] == "RUNNING"  # still serving
-    kinds = [e.kind for e in client._call("events", record.id, 100)]
+    kinds = [e.kind for e in client.api().events(record.id, 100)]
     assert "resized" in kinds and "resize_applied" in kinds and "preempted" not in kinds, kinds
     client.cancel(task.id)

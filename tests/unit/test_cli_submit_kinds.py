@@ -7,7 +7,7 @@ mechanism stays for the next kind that is specified before it runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Iterator, NoReturn
 
 import pytest
 
@@ -22,13 +22,16 @@ JOBS = Path(__file__).resolve().parents[2] / "configs" / "jobs"
 REFUSED = "tune.yaml"  # its kind is taken out of RUNNABLE_KINDS below
 
 
-@pytest.fixture(autouse=True)
-def _no_controller(monkeypatch: pytest.MonkeyPatch) -> None:
-    def unreachable(*_args: Any, **_kwargs: Any) -> NoReturn:
+class Unreachable:
+    def send(self, *_args: Any, **_kwargs: Any) -> NoReturn:
         raise AssertionError("the refusal must come before the controller is asked")
 
-    monkeypatch.setattr(client, "_call", unreachable)
-    monkeypatch.setattr(client, "connect", unreachable)
+
+@pytest.fixture(autouse=True)
+def _no_controller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(client, "connect", Unreachable().send)
+    with client.using(Unreachable()):
+        yield
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from cuberay.errors import SpecError
 from cuberay.platform import client
 from cuberay.platform.control.convert import resolve_tenant
 from cuberay.platform.spec import load_platform, load_spec
+from cuberay.platform.transport import ray_call
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PLATFORM = load_platform(REPO_ROOT / "configs" / "platform.yaml")
@@ -123,6 +124,7 @@ def test_down_without_a_running_head_joins_no_cluster(tmp_path: Path, monkeypatc
         raise AssertionError("down tried to join a Ray cluster")
 
     monkeypatch.setattr(client, "_init_ray", join)
+    monkeypatch.setattr(ray_call, "init_ray", join)
     assert main(["down"]) == 0
     assert "Nothing to stop" in capsys.readouterr().err
 

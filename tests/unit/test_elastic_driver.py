@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from cuberay.platform import client
+from cuberay.platform.api.records import AllocationInfo
 from cuberay.train.elastic import run_elastic
 
 
@@ -18,18 +20,24 @@ class _Aborted(Exception):
 
 
 class FakeController:
-    """``allocation`` / ``resized`` as the controller answers them; the test changes ``nodes``."""
+    """A transport answering ``allocation`` and ``resized`` as the controller does; the test changes ``nodes``."""
 
     def __init__(self, nodes: list[str]) -> None:
         self.nodes, self.checkpoint_time, self.current = list(nodes), None, True
         self.events: list[tuple] = []
         self.lock = threading.Lock()
 
-    def __call__(self, method: str, *args):
+    def send(self, method: str, caller: object, args: tuple, kwargs: dict, timeout: float):
         with self.lock:
             if method == "allocation":
-                return {"current": self.current, "node_ids": list(self.nodes), "checkpoint_time": self.checkpoint_time}
+                return AllocationInfo(current=self.current, node_ids=list(self.nodes),
+                                      checkpoint_time=self.checkpoint_time)
             self.events.append((method, *args))
+
+    @property
+    def api(self):
+        with client.using(self):
+            return client.api()
 
 
 def _run_until_aborted(seen: list[list[str]], steps: int = 200):
@@ -63,7 +71,7 @@ def test_a_resize_restarts_the_run_on_exactly_the_new_nodes_after_the_next_check
 
     threading.Thread(target=grow_then_checkpoint, daemon=True).start()
     said: list[str] = []
-    result = run_elastic(run_once, job_id="j", attempt=1, node_ids=["n1", "n1"], call=controller,
+    result = run_elastic(run_once, job_id="j", attempt=1, node_ids=["n1", "n1"], api=controller.api,
                          say=said.append, poll_s=0.02)
     assert seen == [["n1", "n1"], ["n1", "n1", "n2", "n2"]]
     assert runs_before_checkpoint == [1]  # restarted at the checkpoint boundary, not before
@@ -79,10 +87,10 @@ def test_without_a_resize_the_run_is_left_alone_and_its_errors_propagate() -> No
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
-        run_elastic(fails, job_id="j", attempt=1, node_ids=["n1"], call=controller, say=print, poll_s=0.01)
+        run_elastic(fails, job_id="j", attempt=1, node_ids=["n1"], api=controller.api, say=print, poll_s=0.01)
     seen: list[list[str]] = []
     assert run_elastic(_run_until_aborted(seen, steps=20), job_id="j", attempt=1, node_ids=["n1"],
-                       call=controller, say=print, poll_s=0.01) == {"metrics": {"world_size": 1}}
+                       api=controller.api, say=print, poll_s=0.01) == {"metrics": {"world_size": 1}}
     assert seen == [["n1"]] and controller.events == []
 
 
@@ -91,6 +99,6 @@ def test_a_preempted_attempt_is_not_resized() -> None:
     controller.current = False
     controller.nodes = ["n1", "n2"]  # stale: the attempt is no longer the job's
     seen: list[list[str]] = []
-    run_elastic(_run_until_aborted(seen, steps=30), job_id="j", attempt=1, node_ids=["n1"], call=controller,
+    run_elastic(_run_until_aborted(seen, steps=30), job_id="j", attempt=1, node_ids=["n1"], api=controller.api,
                 say=print, poll_s=0.01)
     assert seen == [["n1"]]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
 from cuberay.errors import NotFoundError
 from cuberay.examples.digits import build_model
+from cuberay.platform.api.records import TrainRun
 from cuberay.platform.spec import load_spec
 from cuberay.platform.spec.serve import ServeApp
 from cuberay.serve import plan
@@ -26,12 +26,12 @@ def _run(tmp_path: Path, run_id: str, epochs: int = 2) -> None:
 
 
 def _lookup(tmp_path: Path, runs: list[str]):
-    def lookup(tenant: str, ref) -> dict[str, Any]:
+    def lookup(tenant: str, ref) -> TrainRun:
         assert tenant == "vision" and ref.job == "digits-ddp"
         if ref.previous >= len(runs):
             raise NotFoundError("no SUCCEEDED run")
-        return {"id": runs[ref.previous], "config": {"hidden": 16}, "storage_path": str(tmp_path),
-                "entrypoint": "cuberay.examples.digits:train_func"}
+        return TrainRun(id=runs[ref.previous], config={"hidden": 16}, storage_path=str(tmp_path),
+                        entrypoint="cuberay.examples.digits:train_func")
     return lookup
 
 

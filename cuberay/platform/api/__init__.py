@@ -3,7 +3,9 @@
 Pure: importing it loads neither Ray nor the database, so the CLI and the console speak it cheaply.
 """
 
-from cuberay.platform.api.endpoints import ENDPOINTS, Endpoint
-from cuberay.platform.api.rules import TOKEN_ENV, USER_ENV, Caller, Over, Rule, Who
+from cuberay.platform.api.endpoints import ENDPOINTS, SIGNATURES
+from cuberay.platform.api.protocol import ControllerAPI
+from cuberay.platform.api.rules import TOKEN_ENV, USER_ENV, Caller, Endpoint, Over, Rule, Who
 
-__all__ = ["ENDPOINTS", "TOKEN_ENV", "USER_ENV", "Caller", "Endpoint", "Over", "Rule", "Who"]
+__all__ = ["ENDPOINTS", "SIGNATURES", "TOKEN_ENV", "USER_ENV", "Caller", "ControllerAPI", "Endpoint", "Over", "Rule",
+           "Who"]

@@ -207,3 +207,54 @@ class LogChunk(BaseModel):
                                             "attempt started; 0 while none has.")
     terminal: bool = Field(description="Whether the job has ended: once read to its end, no more text comes "
                                        "for the latest attempt.")
+
+
+# ---------------------------------------------------------------- what a job's driver is told
+
+
+class AdmissionInfo(BaseModel):
+    """An external driver's poll: where its job stands."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state: JobState = Field(description="The job's state.")
+    position: int | None = Field(description="1-based place in admission order while waiting; None otherwise.")
+    reason: str = Field(description="Why it waits, or the last decision about it.")
+    attempt: int = Field(description="The current (or last) attempt, 0 before the first.")
+
+
+class JobContext(BaseModel):
+    """What a driver needs to run its job's current attempt."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    record: JobRecord = Field(description="The job as stored (its spec included).")
+    node_ids: list[str] = Field(description="One Ray node id per worker, as admission placed the gang.")
+    identity: JobIdentity = Field(description="The KFJ_* identity of the job, for its processes' environment.")
+    attempt: int = Field(description="The attempt this context is for (1 for the first).")
+    storage_path: str = Field(description="The tenant's storage folder: checkpoints, results, step outputs.")
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.record.spec
+
+
+class AllocationInfo(BaseModel):
+    """A running driver's poll: its attempt's nodes now (admission may resize a running job)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    current: bool = Field(description="Whether the attempt is still the job's and holds resources.")
+    node_ids: list[str] = Field(description="One node id per worker of the current allocation; empty if not current.")
+    checkpoint_time: float | None = Field(description="When the attempt last reported a checkpoint (epoch s).")
+
+
+class TrainRun(BaseModel):
+    """A SUCCEEDED training run a serving app may serve."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(description="The training job's id.")
+    config: dict[str, Any] = Field(description="The training function's config, as submitted.")
+    entrypoint: str | None = Field(description="The training function's import path.")
+    storage_path: str = Field(description="The tenant's storage folder, where its checkpoints are.")

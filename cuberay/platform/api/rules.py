@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,3 +110,34 @@ def driver(param: str = "job_id") -> Rule:
 
 def admin() -> Rule:
     return Rule(Who.ADMIN)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One controller method as the protocol declares it: its rule, what it does, where it runs."""
+
+    name: str
+    rule: Rule
+    summary: str
+    reads: bool = False       # answered on the reads thread from the published snapshot and the store
+    group: str | None = None  # another concurrency group of its own (``reads`` implies "reads")
+
+    @property
+    def concurrency_group(self) -> str | None:
+        return "reads" if self.reads else self.group
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+ATTRIBUTE = "__cuberay_endpoint__"
+
+
+def declare(rule: Rule, summary: str, *, reads: bool = False, group: str | None = None) -> Callable[[F], F]:
+    """Give a method of the protocol its rule (checked against its parameters) and its summary."""
+    def mark(fn: F) -> F:
+        import inspect
+
+        if rule.param is not None and rule.param not in inspect.signature(fn).parameters:
+            raise TypeError(f"the rule of {fn.__name__} is about parameter {rule.param!r}, which it does not have")
+        setattr(fn, ATTRIBUTE, Endpoint(fn.__name__, rule, summary, reads, group))
+        return fn
+    return mark

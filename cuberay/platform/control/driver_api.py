@@ -9,10 +9,9 @@ Only the job's own driver may: each call carries its attempt's secret (control/g
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from cuberay.errors import CuberayError
-from cuberay.platform.api.records import JobRecord
+from cuberay.platform.api.records import AdmissionInfo, AllocationInfo, JobContext, JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
@@ -23,7 +22,7 @@ class DriverAPI:
     """Drivers' calls; the controller supplies store, state, waits, drivers, platform, _lock, _end and _failed."""
 
     @endpoint
-    async def admission(self, who: Principal, job_id: str) -> dict[str, Any]:
+    async def admission(self, who: Principal, job_id: str) -> AdmissionInfo:
         """For an external driver (and a heartbeat from it): state, queue position, reason, attempt."""
         rec = self.store.get_job(job_id)
         if rec.driver == "external" and not rec.state.is_terminal:
@@ -31,10 +30,10 @@ class DriverAPI:
         # Positions as of the last tick (the snapshot the reads use): computing the order per poll costs O(queue).
         position = self.snapshot.positions.get(job_id) if rec.state.is_waiting else None
         reason = self.waits.get(job_id) or rec.message or rec.reason
-        return {"state": rec.state.value, "position": position, "reason": reason, "attempt": rec.attempts}
+        return AdmissionInfo(state=rec.state, position=position, reason=reason or "", attempt=rec.attempts)
 
     @endpoint
-    async def job_context(self, who: Principal, job_id: str, submission_id: str | None = None) -> dict[str, Any]:
+    async def job_context(self, who: Principal, job_id: str, submission_id: str | None = None) -> JobContext:
         """What a driver needs to run the job's current attempt; marks an external job RUNNING."""
         rec = self.store.get_job(job_id)
         if not rec.state.holds_resources:
@@ -50,20 +49,19 @@ class DriverAPI:
                                             reason="running in its external driver",
                                             event=("started", "external driver started its run"))
         run_id = rec.submission_id or f"{job_id}-{rec.attempts}"
-        return {"record": rec, "spec": rec.spec, "node_ids": conv.node_ids_of(rec.allocation),
-                "identity": conv.identity(rec, run_id), "attempt": rec.attempts,
-                "storage_path": str(self._tenant_storage(rec.tenant))}
+        return JobContext(record=rec, node_ids=conv.node_ids_of(rec.allocation), identity=conv.identity(rec, run_id),
+                          attempt=rec.attempts, storage_path=str(self._tenant_storage(rec.tenant)))
 
     @endpoint
-    async def allocation(self, who: Principal, job_id: str, attempt: int) -> dict[str, Any]:
+    async def allocation(self, who: Principal, job_id: str, attempt: int) -> AllocationInfo:
         """A running driver's poll: the attempt's current nodes (they change when admission resizes it) and
         its last checkpoint time; ``current`` False when the attempt is no longer the job's."""
         rec = self.store.get_job(job_id)
         if rec.driver == "external" and not rec.state.is_terminal:
             self.drivers.contact[job_id] = time.time()
         current = rec.state.holds_resources and rec.attempts == attempt
-        return {"current": current, "node_ids": conv.node_ids_of(rec.allocation) if current else [],
-                "checkpoint_time": rec.checkpoint_time}
+        return AllocationInfo(current=current, node_ids=conv.node_ids_of(rec.allocation) if current else [],
+                              checkpoint_time=rec.checkpoint_time)
 
     @endpoint
     async def resized(self, who: Principal, job_id: str, attempt: int, workers: int, note: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import ray
 
-from cuberay.platform.api import ENDPOINTS, Endpoint
+from cuberay.platform.api import ENDPOINTS, SIGNATURES, Endpoint
 from cuberay.platform.control.logs import LOGS
 from cuberay.platform.control.snapshot import READS
 
@@ -36,8 +36,7 @@ def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
         raise TypeError(f"{fn.__name__} names concurrency group {declared.concurrency_group!r}; the actor has "
                         f"{', '.join(GROUPS)}")
     param = declared.rule.param
-    if param is not None and param not in names:
-        raise TypeError(f"the rule of {fn.__name__} is about parameter {param!r}, which it does not have")
+    _same_parameters(fn.__name__, list(sig.parameters.values())[2:])
 
     @functools.wraps(fn)
     async def call(self: Any, caller: Any, *args: Any, **kwargs: Any) -> Any:
@@ -56,6 +55,14 @@ def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
     if declared.concurrency_group:
         call = ray.method(concurrency_group=declared.concurrency_group)(call)
     return call
+
+
+def _same_parameters(name: str, params: list[inspect.Parameter]) -> None:
+    """The body takes what the protocol (cuberay/platform/api/protocol.py) says every caller sends."""
+    mine = [(p.name, p.default) for p in params]
+    theirs = [(p.name, p.default) for p in SIGNATURES[name].parameters.values()]
+    if mine != theirs:
+        raise TypeError(f"controller method {name} takes {mine}, the protocol says {theirs}; change one of them")
 
 
 def declared(method: Any) -> Endpoint | None:

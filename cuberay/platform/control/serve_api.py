@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from cuberay.platform.api.records import ServeChangeRecord
+from cuberay.platform.api.records import ServeChangeRecord, TrainRun
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
 
@@ -19,7 +19,7 @@ class ServeAPI:
 
     @endpoint
     async def train_run(self, who: Principal, tenant: str, job: str | None = None, run: str | None = None,
-                        previous: int = 0) -> dict[str, Any]:
+                        previous: int = 0) -> TrainRun:
         """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
         return self.serving.train_run(tenant, job, run, previous)
 

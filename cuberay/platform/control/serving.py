@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from cuberay.errors import AdmissionError, CuberayError, NotFoundError, ServeDeployError, SpecError
+from cuberay.platform.api.records import TrainRun
 from cuberay.platform.control.serve_rest import ServeRest
 from cuberay.platform.control.store import JobRecord, ServeChangeRecord, Store
 from cuberay.platform.policy import serving as pol
@@ -141,7 +142,7 @@ class Serving:
         return self.store.serve_changes(job_id, limit)
 
     def train_run(self, tenant: str, job: str | None = None, run: str | None = None,
-                  previous: int = 0) -> dict[str, Any]:
+                  previous: int = 0) -> TrainRun:
         """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
         done = [r for r in self.store.list_jobs(tenant, [JobState.SUCCEEDED]) if r.kind == "TrainJob"
                 and (r.id == run if run else r.name == job)]
@@ -154,8 +155,8 @@ class Serving:
                                 f"submit`, or name a run id that SUCCEEDED (`cuberay queue` lists jobs)")
         rec = done[previous]
         spec = rec.spec.get("spec") or {}
-        return {"id": rec.id, "config": spec.get("config") or {}, "entrypoint": spec.get("entrypoint"),
-                "storage_path": str(self.tenant_storage(tenant))}
+        return TrainRun(id=rec.id, config=spec.get("config") or {}, entrypoint=spec.get("entrypoint"),
+                        storage_path=str(self.tenant_storage(tenant)))
 
     # ------------------------------------------------------------------ the serialised step
 

@@ -1,0 +1,67 @@
+"""The Ray transport: join the cluster, find the controller actor, call it, and say what Ray's failures mean.
+
+Ray is imported inside the functions, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Mapping
+
+from cuberay.errors import PlatformNotRunningError
+from cuberay.platform.api import Caller
+from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
+from cuberay.platform.transport import ray_errors
+
+
+def connect(address: str | None = None, *, log_to_driver: bool = False) -> Any:
+    """Join the Ray cluster (``address``, else RAY_ADDRESS, else "auto") and return the controller handle."""
+    import ray
+
+    where = init_ray(address, log_to_driver)
+    try:
+        return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
+    except ValueError:
+        raise PlatformNotRunningError(
+            f"no cuberay controller on the Ray cluster at {where}; start one with `cuberay up` (local) or "
+            f"`cuberay up --address ADDR` (existing cluster)") from None
+
+
+def init_ray(address: str | None, log_to_driver: bool) -> str:
+    """Connect this process to Ray unless it already is; returns where it is connected."""
+    import ray
+
+    if ray.is_initialized():
+        return ray.get_runtime_context().gcs_address
+    from cuberay.platform.control import head as controller_head
+
+    target = address or os.environ.get("RAY_ADDRESS") or ""
+    if target.startswith(("http://", "https://")):
+        target = ""  # a dashboard URL (ray job submit's RAY_ADDRESS) is not a GCS address
+    head = controller_head.read_state()
+    if not target and head is not None:
+        target = head["address"]  # the head `cuberay up` started, not whichever Ray ran last here
+    if head is not None and target == head["address"]:
+        controller_head.use_token_auth()
+    target = target or "auto"
+    try:
+        ray.init(address=target, namespace=NAMESPACE, log_to_driver=log_to_driver, ignore_reinit_error=True,
+                 logging_level=logging.WARNING)
+    except Exception as err:  # noqa: BLE001 - every failure to join is one clear message, never a traceback
+        raise ray_errors.init_error(err, target) from None
+    return target
+
+
+class RayTransport:
+    """Calls the controller actor of the cluster this process joins."""
+
+    def send(self, method: str, caller: Caller, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+             timeout: float) -> Any:
+        import ray
+
+        handle = connect()
+        try:
+            return ray.get(getattr(handle, method).remote(caller, *args, **kwargs), timeout=timeout)
+        except ray.exceptions.RayError as err:  # every Ray failure: a CuberayError that says what to do
+            raise ray_errors.call_error(err, method, timeout) from None
