@@ -104,9 +104,7 @@ def fill(args: argparse.Namespace, name: str) -> deque[str]:
 
 def churn(args: argparse.Namespace, handle: Any, name: str, queued: deque[str]) -> tuple[list[dict], float]:
     """Submit and cancel ``args.rate`` a second for ``args.minutes``, sampling the controller; (samples, seconds)."""
-    import ray
-
-    pid = ray.get(handle.ping.remote(), timeout=60)["pid"]
+    pid = client.api(timeout=60).ping()["pid"]
     print("\n".join(markdown([], COLUMNS).splitlines()[:2]), flush=True)
     samples: list[dict[str, Any]] = []
     submitted = cancelled = 0
@@ -116,7 +114,7 @@ def churn(args: argparse.Namespace, handle: Any, name: str, queued: deque[str]) 
         done = now >= start + 60 * args.minutes
         if now >= next_sample or done:  # the last sample at the end, on time or not
             rss, cpu = proc(pid)
-            frozen = ray.get(handle.ping.remote(), timeout=120)["gc_frozen_objects"]
+            frozen = client.api().ping()["gc_frozen_objects"]
             samples.append({"t_min": round((now - start) / 60, 2), "rss_mib": round(rss, 1), "cpu_s": round(cpu, 1),
                             "gc_frozen": frozen, "queued": len(queued), "submitted": submitted,
                             "cancelled": cancelled})
