@@ -48,7 +48,7 @@ from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.claims import Claims
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
-from cuberay.platform.control.endpoint import endpoint
+from cuberay.platform.control.endpoint import delegate, endpoint
 from cuberay.platform.control.following import Following
 from cuberay.platform.control.guard import Guard, Principal
 from cuberay.platform.control.heap import HeapKeeper
@@ -58,9 +58,8 @@ from cuberay.platform.control.launcher import (
 )
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
-from cuberay.platform.control.pipeline_api import PipelineAPI
+from cuberay.platform.control.pipeline_service import PipelineService
 from cuberay.platform.control.reloading import Reload, persisted
-from cuberay.platform.control.serve_api import ServeAPI
 from cuberay.platform.control.serve_rest import ServeRest
 from cuberay.platform.control.serving import Serving
 from cuberay.platform.control.small import SmallRuns
@@ -88,9 +87,13 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI, Reload):
-    """The actor's body (``ray.remote`` is applied by :func:`install`); read-only views and the drivers' calls
-    come from the :class:`Views` and :class:`DriverAPI` mixins."""
+class Controller(Submitting, Following, Views, DriverAPI, Reload):
+    """The actor's body (``ray.remote`` is applied by :func:`install`): admission, the jobs API and the store.
+
+    Read-only views and the drivers' calls come from the :class:`Views` and :class:`DriverAPI` mixins, which share
+    the admission state. Pipelines and serving are components it owns (``self.pipelines``, ``self.serving``):
+    their endpoints are attached below the class, each admitting the caller here and handing the call over.
+    """
 
     async def __init__(self, platform: Mapping[str, Any], installer: str | None = None) -> None:
         # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
@@ -128,7 +131,9 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
         self._recover(time.time())
         self._publish()
         self._task = asyncio.get_running_loop().create_task(self._loop())
-        self._start_pipelines()  # pipeline runs continue from their recorded step states
+        self.pipelines = PipelineService(self.store, lambda: self.platform, self.guard, jobs=self,
+                                         interval_s=lambda: self.interval_s)
+        self.pipelines.start()  # pipeline runs continue from their recorded step states
 
     # ------------------------------------------------------------------ recovery
 
@@ -349,8 +354,7 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
 
     def _tenant_storage(self, tenant: str) -> Path:
         """A tenant's storage folder: checkpoints, Tune results and small jobs' logs."""
-        spec = self.platform.tenant(tenant)
-        return Path(spec.storage or self.platform.storage_path() / spec.name).expanduser()
+        return self.platform.tenant_storage(tenant)
 
     def _observe(self) -> None:
         stats = {}
@@ -395,3 +399,8 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
             self.store.add_event("platform_stopped", f"by {who.user}: {len(requeued)} job(s) back in the queue")
             self._publish()
             return requeued
+
+
+# The components' endpoints, as the controller's own (the actor's methods are the class's).
+delegate(Controller, "pipelines", PipelineService)
+delegate(Controller, "serving", Serving)

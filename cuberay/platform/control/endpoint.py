@@ -68,3 +68,31 @@ def _same_parameters(name: str, params: list[inspect.Parameter]) -> None:
 def declared(method: Any) -> Endpoint | None:
     """The endpoint a controller method serves, or None if it is not wrapped."""
     return getattr(method, ATTRIBUTE, None)
+
+
+def delegate(target: type, component: str, cls: type) -> list[str]:
+    """Give ``target`` (the controller) an endpoint for every method of ``cls`` the protocol declares: each admits
+    the caller and hands the call, with its Principal, to the component at ``self.<component>``. Returns the
+    names added."""
+    added = []
+    for name in ENDPOINTS:
+        method = cls.__dict__.get(name)
+        if method is None:
+            continue
+        if name in target.__dict__:
+            raise TypeError(f"{name} is both {target.__name__}'s own method and {cls.__name__}'s")
+        setattr(target, name, endpoint(_forward(component, method)))
+        added.append(name)
+    return added
+
+
+def _forward(component: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    name = method.__name__
+
+    async def forward(self: Any, who: Any, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(getattr(self, component), name)(who, *args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = method.__doc__
+    forward.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    return forward

@@ -74,15 +74,19 @@ def read_outputs(step_dir: Path) -> dict[str, Any]:
 class PipelineDriver:
     """Pipelines of one platform. ``jobs`` is the controller (async submit/cancel); None records only."""
 
-    def __init__(self, store: Store, platform: Platform, jobs: Any = None,
+    def __init__(self, store: Store, platform: Platform | Callable[[], Platform], jobs: Any = None,
                  clock: Callable[[], float] = time.time, caller: Callable[[str], Any] | None = None) -> None:
         self.store = store
         self.book = PipelineStore(store)
-        self.platform = platform
+        self._platform = platform  # a getter in the controller: a live reload replaces the platform
         self.jobs = jobs
         self.clock = clock
         # The jobs API's caller for a step of a run of ``user``: the platform's own credential, acting for them.
         self.caller = caller or (lambda user: {"user": user})
+
+    @property
+    def platform(self) -> Platform:
+        return self._platform() if callable(self._platform) else self._platform
 
     # ------------------------------------------------------------------ API
 
@@ -316,9 +320,7 @@ class PipelineDriver:
         return run
 
     def _run_dir(self, tenant: str, name: str, run_id: str) -> Path:
-        t = self.platform.tenant(tenant)
-        base = Path(t.storage or self.platform.storage_path() / t.name).expanduser()
-        return base / "pipelines" / name / run_id
+        return self.platform.tenant_storage(tenant) / "pipelines" / name / run_id
 
     def _step_dir(self, run: RunRecord, step: str) -> Path:
         return Path(run.workdir) / step

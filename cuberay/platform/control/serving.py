@@ -8,7 +8,8 @@ not report back (a writer outside cuberay, a lost write) is made again on a fres
 then fails with ServeDeployError. The REST calls run in threads, so the controller's admission loop never waits
 for them. A traffic change is recorded (a row of ``serve_changes`` and an event: who, when, why) in the same step.
 
-Drivers and `cuberay serve` reach this through the controller's calls (``control/serve_api.py``); the decisions
+Drivers and `cuberay serve` reach this through the controller's serving endpoints (its methods ``train_run`` and
+``serve_*`` below, behind the controller's access rules); the decisions
 (which weights an entry gets, whether a write held, where a rollback goes) are ``policy/serving.py``.
 """
 
@@ -21,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 from cuberay.errors import AdmissionError, CuberayError, NotFoundError, ServeDeployError, SpecError
 from cuberay.platform.api.records import TrainRun
+from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.serve_rest import ServeRest
 from cuberay.platform.control.store import JobRecord, ServeChangeRecord, Store
 from cuberay.platform.policy import serving as pol
@@ -141,8 +143,8 @@ class Serving:
     def history(self, job_id: str, limit: int | None = 100) -> list[ServeChangeRecord]:
         return self.store.serve_changes(job_id, limit)
 
-    def train_run(self, tenant: str, job: str | None = None, run: str | None = None,
-                  previous: int = 0) -> TrainRun:
+    def find_train_run(self, tenant: str, job: str | None = None, run: str | None = None,
+                       previous: int = 0) -> TrainRun:
         """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
         done = [r for r in self.store.list_jobs(tenant, [JobState.SUCCEEDED]) if r.kind == "TrainJob"
                 and (r.id == run if run else r.name == job)]
@@ -157,6 +159,39 @@ class Serving:
         spec = rec.spec.get("spec") or {}
         return TrainRun(id=rec.id, config=spec.get("config") or {}, entrypoint=spec.get("entrypoint"),
                         storage_path=str(self.tenant_storage(tenant)))
+
+    # ------------------------------------------------------------------ the endpoints (ControllerAPI)
+    # The controller's actor methods admit the caller and hand the call here with its Principal.
+
+    async def train_run(self, who: Principal, tenant: str, job: str | None = None, run: str | None = None,
+                        previous: int = 0) -> TrainRun:
+        """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
+        return self.find_train_run(tenant, job, run, previous)
+
+    async def serve_deploy(self, who: Principal, job_id: str, attempt: int, entry: Mapping[str, Any],
+                           note: str = "") -> dict[str, Any]:
+        """The driver's deploy or update of its app's Serve entry; the weights the app serves."""
+        return await self.deploy(job_id, attempt, entry, note)
+
+    async def serve_undeploy(self, who: Principal, job_id: str, attempt: int) -> bool:
+        """The driver's removal of its app from Serve as its attempt ends."""
+        return await self.undeploy(job_id, attempt)
+
+    async def serve_traffic(self, who: Principal, job_id: str, action: str, changes: Mapping[str, Any],
+                            note: str = "") -> dict[str, Any]:
+        """Change a running app's traffic (a rollout step, an automatic rollback, a rate limit); the new config."""
+        return await self.change_traffic(who.target.id, who.user, action, changes, note)
+
+    async def serve_rollback(self, who: Principal, job_id: str, to: int | None = None) -> dict[str, Any]:
+        """Restore the weights before the app's last rollout, or those of change ``to``; the new config."""
+        return await self.rollback(who.target.id, who.user, to)
+
+    async def serve_delete(self, who: Principal, job_id: str) -> ServeChangeRecord:
+        """After the app's job was cancelled: take it off Serve if its driver did not, and record the delete."""
+        return await self.delete(who.target.id, who.user)
+
+    async def serve_history(self, who: Principal, app: str, limit: int | None = 100) -> list[ServeChangeRecord]:
+        return self.history(who.target.id, limit)
 
     # ------------------------------------------------------------------ the serialised step
 

@@ -305,6 +305,12 @@ class Platform(SpecModel):
     def storage_path(self) -> Path:
         return Path(self.spec.storage).expanduser()
 
+    def tenant_storage(self, name: str) -> Path:
+        """A tenant's storage folder (its own ``storage``, else <platform storage>/<tenant>): checkpoints, Tune
+        results, small jobs' logs and pipeline runs go there."""
+        tenant = self.tenant(name)
+        return Path(tenant.storage or self.storage_path() / tenant.name).expanduser()
+
     def database_url(self) -> str:
         return self.spec.database or f"sqlite:///{self.storage_path() / 'cuberay.db'}"
 
