@@ -12,7 +12,6 @@ variable), so a bad pipeline is a SpecError (exit 2) before the platform is aske
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -56,13 +55,7 @@ def cancel(ref: str) -> Any:
 
 
 def wait(ref: str, timeout: float | None = None, poll_s: float = 1.0) -> Any:
-    """Block until the run ends; returns its record (TimeoutError after ``timeout`` seconds)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        record, _ = status(ref)
-        if record.state.is_terminal:
-            return record
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"pipeline run {record.id} is still {record.state.value} after {timeout:g}s "
-                               f"({record.message}); wait longer or cancel it")
-        time.sleep(poll_s)
+    """Block until the run ends; returns its record (TimeoutError after ``timeout`` seconds). Rides out a
+    controller restart, as ``cuberay.wait`` does."""
+    return client.wait_until_ended(lambda: client.driver_api().pipeline_status(ref)[0], "pipeline run", timeout,
+                                   poll_s)

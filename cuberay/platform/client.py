@@ -18,7 +18,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Mapping, cast
+from typing import Any, Callable, Iterator, Mapping, cast
 
 from cuberay.errors import PlatformNotRunningError
 from cuberay.platform.api import TOKEN_ENV, USER_ENV, Caller, ControllerAPI
@@ -110,7 +110,7 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
 def _install(controller: Any, spec: dict[str, Any]) -> Any:
     """The controller and, next to it, the runner of small jobs (one-worker Tasks as Ray tasks)."""
-    from cuberay.train.small import runner
+    from cuberay.runtime.small_runner import runner
 
     runner(controller.head_node_id())
     return controller.install(spec, installer=current_user())
@@ -239,14 +239,22 @@ def submit_copies(spec_or_path: Any, count: int, tenant: str | None = None, *,
 
 def wait(job: JobRef | str, timeout: float | None = None, poll_s: float = 1.0) -> JobRecord:
     """Block until the job is terminal; returns its record (raises TimeoutError on timeout)."""
+    return wait_until_ended(lambda: driver_api().status(_job_id(job)), "job", timeout, poll_s)
+
+
+def wait_until_ended(read: Callable[[], Any], what: str, timeout: float | None = None, poll_s: float = 1.0) -> Any:
+    """Poll ``read()`` (a record with ``state``, ``id`` and a reason or message) until its state is terminal and
+    return it; TimeoutError after ``timeout`` seconds. ``read`` should ride out a controller restart
+    (:func:`driver_api`): a restart is no reason to stop waiting."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        record = driver_api().status(_job_id(job))  # a restart is no reason to stop
+        record = read()
         if record.state.is_terminal:
             return record
         if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(f"job {record.id} is still {record.state.value} after {timeout:g}s "
-                               f"({record.reason or 'no reason given'}); wait longer or cancel it")
+            why = getattr(record, "reason", "") or getattr(record, "message", "") or "no reason given"
+            raise TimeoutError(f"{what} {record.id} is still {record.state.value} after {timeout:g}s ({why}); "
+                               f"wait longer or cancel it")
         time.sleep(poll_s)
 
 

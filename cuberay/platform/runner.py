@@ -267,7 +267,7 @@ def _run_attempt(job_id: str, attempt: int, token: str) -> tuple[int, bool]:
 
 
 def _stop(child: subprocess.Popen) -> int:
-    from cuberay.train.process import kill_group
+    from cuberay.runtime.process import kill_group
 
     kill_group(child.pid, KILL_GRACE_S, wait=child)
     return child.wait()

@@ -23,14 +23,13 @@ def dashboard_url() -> str:
     """The connected cluster's dashboard address (the Serve REST API lives there)."""
     import ray
 
-    from cuberay.platform.control import head
+    from cuberay.platform import client
 
-    # A driver that joined before the dashboard published its address sees none; the head
-    # `cuberay up` started records it, and `ray job submit` users have it in RAY_ADDRESS.
+    # A driver that joined before the dashboard published its address sees none; `ray job submit` users have
+    # it in RAY_ADDRESS, and the controller always knows it.
     submit_address = os.environ.get("RAY_ADDRESS", "")
-    state = head.read_state() or {}
-    url = (ray._private.worker.get_dashboard_url() or state.get("dashboard_url")
-           or (submit_address if submit_address.startswith("http") else None))
+    url = (ray._private.worker.get_dashboard_url()
+           or (submit_address if submit_address.startswith("http") else None) or client.api().dashboard_url())
     if not url:
         raise CuberayError("cannot find the Ray dashboard, where Serve's REST API lives; set RAY_ADDRESS to its "
                            "URL (e.g. http://127.0.0.1:8265)")

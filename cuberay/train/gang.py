@@ -1,7 +1,7 @@
 """Command gangs: one placement group, one actor per bundle, ``bash -c command`` in each.
 
 This is CubeStudio's Volcano/PyTorchJob template on Ray: every worker runs the
-same shell command with the rank/world/master names set (:mod:`cuberay.train.env`),
+same shell command with the rank/world/master names set (:mod:`cuberay.runtime.env`),
 all-or-nothing (one placement group reserves every bundle before any command
 starts), each bundle pinned to the node the admission decided
 (``bundle_label_selector`` on ``ray.io/node-id``). Output is streamed into the
@@ -26,9 +26,9 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from cuberay.runtime.env import JobIdentity, compose_env, worker_env
+from cuberay.runtime.process import KILL_GRACE_S, POLL_S, CommandProcess
 from cuberay.train import nccl, usage
-from cuberay.train.env import JobIdentity, compose_env, worker_env
-from cuberay.train.process import KILL_GRACE_S, POLL_S, CommandProcess
 
 EXIT_TIMEOUT = 124  # what coreutils' `timeout` returns; CubeStudio users know it
 EXIT_WORKER_LOST = 1  # an actor died under its command (node lost, OOM-killed)

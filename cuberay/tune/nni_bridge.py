@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping
 from nni.runtime.trial_command_channel import TrialCommandChannel
 
 from cuberay.errors import SpecError
+from cuberay.runtime.process import kill_group
 from cuberay.tune.nni_searcher import FINAL_KEY, metric_value
 
 TUNE_RESERVED = ("trial_id", "done", "training_iteration", "time_total_s", "timestamp", "config", "experiment_id")
@@ -243,22 +244,13 @@ def resolve_code_dir(code_dir: str | None) -> str:
 
 
 def _stop(child: subprocess.Popen) -> None:
-    if child.poll() is not None:
+    if child.poll() is not None:  # it exited: what it left running in its group goes too
         try:
             os.killpg(child.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            child.wait(timeout=KILL_GRACE_S)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    kill_group(child.pid, KILL_GRACE_S, wait=child)
 
 
 def _tail(path: Path, lines: int = 20) -> str:

@@ -18,7 +18,7 @@ import pytest
 import ray
 from ray.util.placement_group import placement_group_table
 
-from cuberay.train.env import JobIdentity
+from cuberay.runtime.env import JobIdentity
 from cuberay.train.gang import GangWorker, run_command_gang
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

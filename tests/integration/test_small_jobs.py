@@ -159,7 +159,7 @@ def _deaf_to_cancels(pid_file: str) -> None:
 def test_a_cancel_the_run_does_not_answer_is_forced(platform, tmp_path: Path, monkeypatch) -> None:
     import asyncio
 
-    from cuberay.train import small as small_mod
+    from cuberay.runtime import small_runner as small_mod
 
     monkeypatch.setattr(small_mod, "STOP_GRACE_S", 1.0)
     pid_file = tmp_path / "pid"

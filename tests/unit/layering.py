@@ -22,6 +22,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "sim": (4, ("platform.sim",)),
     "control": (4, ("platform.control",)),
     "transport": (5, ("platform.transport",)),        # how the client reaches the controller
+    "runtime": (5, ("runtime",)),                     # what runs users' code: processes, env, small jobs
     "client": (6, ("platform.client",)),
     # Workloads: what a job runs, and the small APIs a pipeline step's code calls.
     "train": (7, ("train",)),
@@ -41,13 +42,13 @@ WHOLE = frozenset({"", "platform"})
 PURE = ("spec", "policy", "api", "sim")
 HEAVY = frozenset({"ray", "kubernetes", "sqlalchemy"})
 KUBERNETES_LAYER = "kuberay"  # the only layer that may import the kubernetes client
+# What a job runs reaches the controller through the client (its calls ride out a restart and carry the caller),
+# never by importing the controller's own layer.
+WORKLOADS = frozenset({"train", "tune", "serve", "outputs", "pipelines", "examples"})
+NOT_FROM_WORKLOADS = frozenset({"control"})
 
 # Imports of today's code that break the ranks above, accepted on purpose (importer, imported): why.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("platform.client", "train.small"):
-        "install() starts the small-jobs runner actor beside the controller; the runner's body lives in train/ "
-        "because it runs the command the way a one-worker gang does (train.env, train.gang). It belongs beside "
-        "control/small.py; until it moves, the client reaches one level up, lazily, inside install().",
     ("kuberay.labels", ""):
         "reads cuberay.__version__ for the default image tag; the facade defines it without importing anything "
         "(its names load on first use), so this pulls in no client.",
@@ -275,6 +276,9 @@ class _Check:
             problems.append(f"{module} ({layer}) imports {sorted(g.external[module] & HEAVY)}")
         if layer != KUBERNETES_LAYER and "kubernetes" in g.external[module]:
             problems.append(f"{module} ({layer}) imports kubernetes")
+        if layer in WORKLOADS:
+            problems += [f"{module} ({layer}) imports {t} (control): a workload calls the controller through the "
+                         f"client" for t in sorted(g.edges[module]) if self.layer(t)[0] in NOT_FROM_WORKLOADS]
         return problems
 
 

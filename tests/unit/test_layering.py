@@ -198,6 +198,8 @@ def test_checker_ranks_every_package_above_the_platform(tmp_path: Path) -> None:
         "pkg.platform.client (client) imports pkg.train.small (train)",
         "pkg.platform.runner (driver) imports pkg.kuberay (kuberay)",
         "pkg.serve.app (serve) imports pkg.platform.runner (driver)",
+        "pkg.train.small (train) imports pkg.platform.control.c (control): a workload calls the controller through "
+        "the client",
         "pkg.tune.job (tune) imports pkg.train.small (train)",
     ]
     # An allowed pair is accepted, and only that pair.
@@ -205,6 +207,8 @@ def test_checker_ranks_every_package_above_the_platform(tmp_path: Path) -> None:
         "pkg.kuberay.render (kuberay) imports pkg.cli.x (cli)",
         "pkg.platform.runner (driver) imports pkg.kuberay (kuberay)",
         "pkg.serve.app (serve) imports pkg.platform.runner (driver)",
+        "pkg.train.small (train) imports pkg.platform.control.c (control): a workload calls the controller through "
+        "the client",
         "pkg.tune.job (tune) imports pkg.train.small (train)",
     ]
     assert [layer_of(m, "pkg")[0] for m in ("pkg", "pkg.__main__", "pkg.platform", "pkg.run", "pkg.examples")] == [
@@ -339,3 +343,16 @@ def test_probe_finds_a_pure_module_touching_a_file_on_import(tmp_path: Path) -> 
         "pkg/platform/spec/reads.py:2: Path.read_text",
         "pkg/platform/sim/net.py:3: socket.create_connection",
     ]
+
+
+def test_checker_finds_a_workload_that_reaches_into_the_controller(tmp_path: Path) -> None:
+    files = {
+        "pkg/errors.py": "", "pkg/platform/spec/__init__.py": "", "pkg/platform/policy/__init__.py": "",
+        "pkg/platform/control/__init__.py": "", "pkg/platform/control/head.py": "",
+        "pkg/platform/client.py": "from pkg.platform.control import head\n",
+        "pkg/train/__init__.py": "", "pkg/train/usage.py": "from pkg.platform.control.head import NAME\n",
+        "pkg/serve/__init__.py": "", "pkg/serve/ops.py": "from pkg.platform import client\n",
+    }
+    assert _problems(tmp_path, files) == [
+        "pkg.train.usage (train) imports pkg.platform.control.head (control): a workload calls the controller "
+        "through the client"]

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2] / "cuberay"
 SHELL = re.compile(r"shell=True|\[\s*\"(?:/bin/)?(?:ba)?sh\",\s*\"-c\"|os\.system\(|submit_job\(|\{\"entrypoint\": ")
 # file -> what goes to the shell there, and why it is safe.
 AUDITED = {
-    "train/process.py": "bash -c <spec.command>, env as a dict: the author's command (template values as variables)",
+    "runtime/process.py": "bash -c <spec.command>, env as a dict: the author's command (template values as variables)",
     "tune/nni_bridge.py": "/bin/sh -c <trial command>, parameters in a file and env dict: the author's command",
     "kuberay/render_cluster.py": "postStart /bin/sh -c of a constant (_START) with constant paths",
     "kuberay/render_job.py": "RayJob entrypoint: constant paths, shlex-quoted",
@@ -45,7 +45,7 @@ def test_the_driver_entrypoint_quotes_every_word() -> None:
 
 
 def test_job_env_is_passed_as_variables_not_interpolated() -> None:
-    process = (ROOT / "train" / "process.py").read_text()
+    process = (ROOT / "runtime" / "process.py").read_text()
     assert '["bash", "-c", command], env=dict(env)' in process
 
 

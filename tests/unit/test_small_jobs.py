@@ -54,7 +54,7 @@ def test_a_waiting_poll_hears_of_a_run_started_after_it_asked() -> None:
     import asyncio
     import time
 
-    from cuberay.train.small import SmallRunner
+    from cuberay.runtime.small_runner import SmallRunner
 
     async def scenario() -> tuple[dict, float]:
         runner = SmallRunner()

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cuberay.train.env import (
+from cuberay.runtime.env import (
     NODE_ID_NAME,
     SOFT_DEFAULTS,
     TOPOLOGY_NAMES,
@@ -177,7 +177,7 @@ def test_compose_does_not_mutate_its_inputs() -> None:
 
 def test_env_module_imports_no_ray() -> None:
     """Job-side env computation is pure: it must stay usable by the simulator and renderer."""
-    probe = ("import sys, cuberay.train.env; "
+    probe = ("import sys, cuberay.runtime.env; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'torch', 'kubernetes'}))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=env,

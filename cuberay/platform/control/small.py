@@ -15,7 +15,7 @@ not answer); a killed command or a lost worker fails
 only that job.
 
 The tasks are submitted by a detached actor next to the controller,
-``cuberay-small-runner`` (:mod:`cuberay.train.small`, created with the controller by
+``cuberay-small-runner`` (:mod:`cuberay.runtime.small_runner`, created with the controller by
 ``cuberay up`` and ``client.install``), not by the controller itself: a Ray task dies
 with the process that submitted it, and small jobs must outlive a controller restart
 as Ray Jobs do. The restarted controller adopts them by submission id. Without the

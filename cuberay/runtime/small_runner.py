@@ -21,8 +21,8 @@ import ray
 
 from cuberay.platform.control.head import NAMESPACE
 from cuberay.platform.control.small import FAILED, RUNNER_NAME, STOPPED, SUCCEEDED
-from cuberay.train.env import compose_env, worker_env
-from cuberay.train.process import CommandProcess
+from cuberay.runtime.env import compose_env, worker_env
+from cuberay.runtime.process import CommandProcess
 
 EXIT_TIMEOUT = 124
 POLL_S = 0.05  # output is relayed and a cancel is seen within this long

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Mapping
 
 POLL_S = 0.5  # how long one poll waits for output; bounds the latency of a stop
@@ -88,16 +89,7 @@ class CommandProcess:
 
     def kill(self, grace_s: float = KILL_GRACE_S) -> None:
         """Stop the whole process group (TERM, then KILL), then retire the watchdog."""
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
-            try:
-                os.killpg(self._popen.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self._popen.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        kill_group(self._popen.pid, grace_s, wait=self._popen)
         self._release_watchdog()
 
     def _release_watchdog(self) -> None:
@@ -113,8 +105,6 @@ def _shell_code(returncode: int) -> int:
 
 def kill_group(pgid: int, grace_s: float = KILL_GRACE_S, wait: "subprocess.Popen | None" = None) -> None:
     """SIGTERM the process group ``pgid``, then SIGKILL what is left after ``grace_s`` (``wait``: its leader)."""
-    import time
-
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
