@@ -20,15 +20,9 @@ import yaml
 
 from cuberay.cli import main, views
 from cuberay.cli.output import Format, emit
-from cuberay.errors import (
-    AdmissionError,
-    NotFoundError,
-    PlatformNotRunningError,
-    SpecError,
-)
 from cuberay.platform import client
 from cuberay.platform.api.records import JobRecord
-from cuberay.platform.client import JobRef, QueueEntry, TenantUsage
+from cuberay.platform.client import QueueEntry, TenantUsage
 from cuberay.platform.control.store import Store
 from cuberay.platform.policy.states import JobState
 
@@ -120,107 +114,9 @@ def test_json_and_yaml_of_dataclasses_keep_every_field(capsys: pytest.CaptureFix
     assert as_yaml[1]["max"] is None
 
 
-# ------------------------------------------------------------------ commands (client stand-ins)
-
-
-class FakePlatform:
-    """Answers the client calls the job commands make, from real records."""
-
-    def __init__(self, states: list[JobState], message: str | None = None) -> None:
-        self.states = list(states)
-        self.message = message
-        self.submitted: list[tuple[str, str | None, str | None]] = []
-        self.request_ids: list[str | None] = []
-        self.reads = 0
-
-    def install(self, mp: pytest.MonkeyPatch) -> None:
-        mp.setattr(client, "submit", self.submit)
-        mp.setattr(client, "status", self.status)
-        mp.setattr(client, "queue", lambda tenant=None: [entry("vision-digits-ddp-1", 1, reason="vision at max")])
-        mp.setattr(client, "cancel", lambda job: self.status(job, JobState.CANCELLED))
-
-    def submit(self, path: Any, tenant: str | None = None, *, user: str | None = None,
-               request_id: str | None = None) -> JobRef:
-        self.submitted.append((str(path), tenant, user))
-        self.request_ids.append(request_id)
-        return JobRef(id="vision-digits-ddp-1", tenant="vision", name="digits-ddp")
-
-    def status(self, job: Any, state: JobState | None = None) -> JobRecord:
-        if job != "vision-digits-ddp-1":
-            raise NotFoundError(f"no job has the id or name {job!r}")
-        self.reads += 1
-        assert self.reads < 20, "the command kept polling after the job ended"
-        state = state or (self.states.pop(0) if len(self.states) > 1 else self.states[0])
-        terminal = state.is_terminal
-        return record(state=state, end_time=NOW if terminal else None, message=self.message if terminal else None)
-
-
-def test_submit_prints_the_id_and_next_steps(monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-    fake = FakePlatform([JobState.QUEUED])
-    fake.install(monkeypatch)
-    assert main(["submit", "configs/jobs/train-ddp.yaml", "--tenant", "vision"]) == 0
-    out, err = capsys.readouterr()
-    assert out.strip() == "Job 'vision-digits-ddp-1' submitted"
-    for line in ("Next steps", "cuberay status vision-digits-ddp-1", "cuberay logs vision-digits-ddp-1 -f",
-                 "cuberay cancel vision-digits-ddp-1"):
-        assert line in err
-    assert fake.submitted == [("configs/jobs/train-ddp.yaml", "vision", "alice")]
-    assert fake.request_ids == [None]
-    assert main(["submit", "configs/jobs/train-ddp.yaml", "--request-id", "ci-build-42"]) == 0
-    assert fake.request_ids == [None, "ci-build-42"]
-
-
-@pytest.mark.parametrize(("end", "code"), [
-    (JobState.SUCCEEDED, 0), (JobState.CANCELLED, 0), (JobState.FAILED, 1), (JobState.REJECTED, 3),
-])
-def test_submit_wait_exit_code_follows_the_end_state(monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str],
-                                                     end: JobState, code: int) -> None:
-    FakePlatform([JobState.QUEUED, JobState.RUNNING, end], message="boom" if code else None).install(monkeypatch)
-    monkeypatch.setattr("cuberay.cli.progress.POLL_S", 0.0)
-    monkeypatch.setattr("cuberay.cli.progress.time.sleep", lambda _s: None)
-    assert main(["submit", "x.yaml", "--wait", "-o", "json"]) == code
-    out, err = capsys.readouterr()
-    assert json.loads(out)["state"] == end.value  # stdout holds the record and nothing else
-    assert "QUEUED (position 1): vision at max" in err and f": {end.value}" in err
-    if end == JobState.FAILED:
-        assert "FAILED: boom" in err and "cuberay logs vision-digits-ddp-1" in err
-
-
-def test_status_json_is_the_record_only(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    FakePlatform([JobState.RUNNING]).install(monkeypatch)
-    assert main(["status", "vision-digits-ddp-1", "-o", "json"]) == 0
-    out, err = capsys.readouterr()
-    assert json.loads(out) == record().model_dump(mode="json")
-    assert err == ""
-
-
-def test_status_table_is_field_value(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    FakePlatform([JobState.RUNNING]).install(monkeypatch)
-    assert main(["status", "vision-digits-ddp-1"]) == 0
-    out = capsys.readouterr().out
-    assert "FIELD" in out and "RUNNING" in out and "digits-ddp" in out
-
-
-@pytest.mark.parametrize(("error", "code"), [
-    (NotFoundError("no job has the id 'nope'"), 4),
-    (SpecError("bad spec"), 2),
-    (AdmissionError("over quota"), 3),
-    (PlatformNotRunningError("no controller; run `cuberay up`"), 1),
-])
-def test_errors_map_to_exit_codes_without_a_traceback(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str],
-                                                       error: Exception, code: int) -> None:
-    def refuse(*_args: Any, **_kwargs: Any) -> Any:
-        raise error
-
-    for name in ("cancel", "status", "queue", "tenants", "submit"):
-        monkeypatch.setattr(client, name, refuse)
-    for argv in (["cancel", "nope"], ["status", "nope"], ["queue"], ["tenants"], ["submit", "x.yaml"]):
-        assert main(argv) == code, argv
-        err = capsys.readouterr().err
-        assert str(error) in err and "Traceback" not in err
+# ------------------------------------------------------------------ commands
+# Submit, status, queue, tenants, cancel and their exit codes run against a real in-process controller in
+# tests/unit/test_cli_controller.py; the tables below are fed long ids and reasons directly.
 
 
 def test_queue_and_tenants_tables(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,32 +37,24 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import ray
-from ray._private import state as ray_state
-
 from cuberay.errors import CuberayError
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import ids
 from cuberay.platform.control import snapshot as snap
 from cuberay.platform.control.claims import Claims
+from cuberay.platform.control.cluster import Cluster, RayCluster
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
 from cuberay.platform.control.endpoint import delegate, endpoint
 from cuberay.platform.control.following import Following
 from cuberay.platform.control.guard import Guard, Principal
 from cuberay.platform.control.heap import HeapKeeper
-from cuberay.platform.control.launcher import (
-    Launcher,
-    cluster_dashboard_url,
-)
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.control.pipeline_service import PipelineService
 from cuberay.platform.control.reloading import Reload, persisted
-from cuberay.platform.control.serve_rest import ServeRest
 from cuberay.platform.control.serving import Serving
-from cuberay.platform.control.small import SmallRuns
 from cuberay.platform.control.store import Store
 from cuberay.platform.control.submitting import Submitting
 from cuberay.platform.control.views import Views
@@ -95,15 +87,18 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
     their endpoints are attached below the class, each admitting the caller here and handing the call over.
     """
 
-    async def __init__(self, platform: Mapping[str, Any], installer: str | None = None) -> None:
+    async def __init__(self, platform: Mapping[str, Any], installer: str | None = None,
+                       cluster: Cluster | None = None) -> None:
+        self.cluster = cluster or RayCluster()  # every call that reaches the cluster goes through it
         # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
-        self.platform = load_platform(persisted() or dict(platform))
+        self.platform = load_platform(persisted(self.cluster) or dict(platform))
         self.interval_s = self.platform.spec.scheduler.cycle_interval_s
         self.platform.storage_path().mkdir(parents=True, exist_ok=True)
         self.store = Store(self.platform.database_url())
         self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in self.platform.tenants})
         self.guard = Guard(lambda: self.platform, self.store, installer)  # every public method's rule
-        self.seq_floor = ids.ray_floor()  # job ids stay unique on this cluster across database resets
+        # Job ids stay unique on this cluster across database resets.
+        self.seq_floor = ids.SeqFloor(self.cluster.kv_get, self.cluster.kv_put)
         self.ledger = Ledger()
         self.state = ClusterState(self.ledger, tenant_quotas(self.platform), platform_policy(self.platform))
         self.foreign = ForeignUsage(self.ledger)
@@ -111,12 +106,10 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
         self._scale_request: list[Any] | None = None
         self._wake = asyncio.Event()
-        dashboard = cluster_dashboard_url()
-        self.serving = Serving(self.store, ServeRest(dashboard), self._tenant_storage)  # Serve's one writer
+        self.serving = Serving(self.store, self.cluster.serve_rest(), self._tenant_storage)  # Serve's one writer
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
-        self.drivers = Drivers(Launcher(dashboard, max_drivers=self.platform.spec.scheduler.max_drivers),
-                               SmallRuns(self._tenant_storage, self._wake.set,
-                                         ray.get_runtime_context().get_node_id())
+        self.drivers = Drivers(self.cluster.launcher(self.platform.spec.scheduler.max_drivers),
+                               self.cluster.small_runs(self._tenant_storage, self._wake.set)
                                if self.platform.spec.scheduler.small_jobs else None)
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
@@ -127,7 +120,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self._ticks = 0
         self.heap = HeapKeeper()  # keeps the cycle collector off a deep queue (control/heap.py)
         self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
-        self._apply_nodes(live_nodes(ray.nodes()), time.time(), announce=False)
+        self._apply_nodes(live_nodes(self.cluster.nodes()), time.time(), announce=False)
         self._recover(time.time())
         self._publish()
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -200,12 +193,12 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             # they take tens of milliseconds and the admission decision does not need them first.
             self._cycle(time.time())
             await self._start_drivers(time.time())
-            nodes = await asyncio.to_thread(ray.nodes)
+            nodes = await asyncio.to_thread(self.cluster.nodes)
             self._apply_nodes(live_nodes(nodes), time.time())
             await self._follow_drivers(time.time())
             await self._check_external(time.time())
             self._enforce_runtime(time.time())
-            available = await asyncio.to_thread(ray_state.available_resources_per_node)
+            available = await asyncio.to_thread(self.cluster.available)
             self.foreign.update(available)
             self._cycle(time.time())
             await self._autoscale(time.time())
@@ -247,11 +240,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         if request == self._scale_request:
             return
         self._scale_request = request
-        from ray.autoscaler.sdk import request_resources
-
         try:
-            await asyncio.to_thread(request_resources, bundles=[b for b, _ in request],
-                                    bundle_label_selectors=[s for _, s in request])
+            await asyncio.to_thread(self.cluster.request_resources, [b for b, _ in request], [s for _, s in request])
         except Exception as err:  # a hint to the autoscaler: never let it stop the admission loop
             log.warning("could not ask the autoscaler for nodes: %s", err)
             self._scale_request = None

@@ -36,12 +36,3 @@ class SeqFloor:
 
     def record(self, tenant: str, name: str, seq: int) -> None:
         self._put(self.key(tenant, name), str(seq).encode())
-
-
-def ray_floor() -> SeqFloor:
-    """The floor in the connected Ray cluster's GCS (namespace ``cuberay``)."""
-    from ray.experimental import internal_kv
-
-    return SeqFloor(lambda key: internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE),
-                    lambda key, value: internal_kv._internal_kv_put(key, value, overwrite=True,
-                                                                     namespace=KV_NAMESPACE))

@@ -16,6 +16,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from cuberay.errors import CuberayError, PlatformNotRunningError
 from cuberay.platform.api import Caller
 from cuberay.platform.control import reloading, small
+from cuberay.platform.control.cluster import RayCluster
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.logs import LOGS
@@ -45,7 +46,7 @@ def install(platform: Mapping[str, Any], *, installer: str, replace: bool = Fals
     if replace:
         uninstall(timeout_s=timeout_s)
     if find() is None:  # a fresh controller starts from ``platform``, not from an earlier one's live reload
-        reloading.clear()
+        reloading.clear(RayCluster())
     # Reads run on a thread of their own, off the admission loop (control/snapshot.py); log reads on another,
     # so followers of long logs never hold up the other reads (control/logs.py).
     actor = ray.remote(concurrency_groups={READS: 32, LOGS: 16})(Controller).options(

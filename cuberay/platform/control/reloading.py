@@ -20,7 +20,6 @@ from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
-from cuberay.platform.control.ids import KV_NAMESPACE
 from cuberay.platform.policy.fit import platform_policy, tenant_quotas
 from cuberay.platform.spec import Platform, load_platform, load_spec
 from cuberay.platform.spec.platform_file import masked_url
@@ -28,25 +27,18 @@ from cuberay.platform.spec.platform_file import masked_url
 _KEY = b"platform/reloaded"
 
 
-def persisted() -> dict[str, Any] | None:
+def persisted(cluster: Any) -> dict[str, Any] | None:
     """The platform file of the last reload on this cluster, if any."""
-    from ray.experimental import internal_kv
-
-    raw = internal_kv._internal_kv_get(_KEY, namespace=KV_NAMESPACE)
+    raw = cluster.kv_get(_KEY)
     return None if not raw else json.loads(raw)
 
 
-def persist(platform: Platform) -> None:
-    from ray.experimental import internal_kv
-
-    internal_kv._internal_kv_put(_KEY, json.dumps(platform.model_dump(mode="json")), overwrite=True,
-                                 namespace=KV_NAMESPACE)
+def persist(cluster: Any, platform: Platform) -> None:
+    cluster.kv_put(_KEY, json.dumps(platform.model_dump(mode="json")).encode())
 
 
-def clear() -> None:
-    from ray.experimental import internal_kv
-
-    internal_kv._internal_kv_del(_KEY, namespace=KV_NAMESPACE)
+def clear(cluster: Any) -> None:
+    cluster.kv_del(_KEY)
 
 
 def changes(old: Platform, new: Platform, active: Mapping[str, int], usage: Mapping[str, Mapping[str, float]]
@@ -98,7 +90,7 @@ class Reload:
             if summary == ["no change"]:
                 return summary
             self._apply_platform(new)
-            persist(new)
+            persist(self.cluster, new)
             self.store.add_event("platform_reloaded", f"by {who.user}: {'; '.join(summary)}")
             self._wake.set()
             return summary

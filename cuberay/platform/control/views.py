@@ -19,8 +19,6 @@ import os
 import time
 from typing import Any
 
-import ray
-
 from cuberay.platform.api.records import EventRecord, JobRecord, LogChunk, QueueEntry, TenantUsage
 from cuberay.platform.control import logs as job_logs
 from cuberay.platform.control.endpoint import endpoint
@@ -95,7 +93,7 @@ class Views:
                              "build_ms": round(self.snapshot.build_ms, 1)},
                 "gc_frozen_objects": gc.get_freeze_count(),
                 "drivers": self.drivers.info(),
-                "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+                "node_id": self.cluster.node_id(), "pid": os.getpid()}
 
     @endpoint
     async def dashboard_url(self, who: Principal) -> str:

@@ -1,0 +1,56 @@
+"""A controller in this process, and the transport to it: the real Controller class on an event loop of its own.
+
+Built with a cluster of the caller's choosing (control/cluster.py), it needs no Ray: the unit tier runs the
+client and the CLI against it (``with client.using(InProcess(...))``), so their calls meet the real access rules,
+store and admission core. Every call still carries its caller and passes the controller's rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Mapping
+
+from cuberay.platform.api import Caller
+
+
+class InProcess:
+    """A running in-process controller; ``send`` is the transport (see cuberay/platform/transport/__init__.py)."""
+
+    def __init__(self, platform: Mapping[str, Any], cluster: Any, installer: str | None = None,
+                 start_timeout_s: float = 60.0) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="cuberay-in-process", daemon=True)
+        self._thread.start()
+        self.controller = self._run(self._make(dict(platform), cluster, installer), start_timeout_s)
+
+    @staticmethod
+    async def _make(platform: dict[str, Any], cluster: Any, installer: str | None) -> Any:
+        from cuberay.platform.control.controller import Controller
+
+        controller = Controller.__new__(Controller)  # its __init__ is a coroutine (a Ray async actor's)
+        await Controller.__init__(controller, platform, installer, cluster)
+        return controller
+
+    def _run(self, coroutine: Any, timeout: float) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def send(self, method: str, caller: Caller, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+             timeout: float) -> Any:
+        return self._run(getattr(self.controller, method)(caller, *args, **kwargs), timeout)
+
+    def tick(self, timeout: float = 30.0) -> None:
+        """Run one admission tick now (and wait for it): what a test does instead of waiting for the timer."""
+        self._run(self.controller._tick(), timeout)
+
+    def close(self) -> None:
+        async def stop() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self._run(stop(), 30.0)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=30)
+        self.controller.store.close()
