@@ -9,17 +9,29 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: venv demo test unit integration e2e bench lint clean
+.PHONY: venv lock demo test unit integration e2e bench lint clean
 
 venv: $(STAMP)
 
 # The stamp makes re-runs instant; editing pyproject.toml re-installs.
-$(STAMP): pyproject.toml
+# constraints.txt pins every package to the version last tested (`make lock` writes it), so pip resolves
+# at once: without it, nni 3.0's filelock<3.12 cap sends pip through dozens of virtualenv releases.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --progress-bar off -e ".[test,plot,dev]"
+	$(BIN)/python -m pip install --progress-bar off -c constraints.txt -e ".[test,plot,dev]"
 	touch $(STAMP)
+
+# A fresh resolution of pyproject.toml's dependencies (no constraints) in a scratch venv, frozen into
+# constraints.txt; review the diff, then `make venv` installs exactly that.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --upgrade pip
+	.venv-lock/bin/python -m pip install --quiet "$(TORCH)"
+	.venv-lock/bin/python -m pip install --quiet -e ".[test,plot,dev]"
+	{ sed -n '1,3p' constraints.txt; .venv-lock/bin/python -m pip freeze --exclude-editable; } > constraints.new
+	mv constraints.new constraints.txt && rm -rf .venv-lock
 
 demo: venv
 	$(BIN)/cuberay demo
