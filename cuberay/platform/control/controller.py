@@ -40,6 +40,7 @@ from typing import Any, Mapping
 import ray
 from ray._private import state as ray_state
 
+from cuberay import kinds
 from cuberay.errors import CuberayError
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
@@ -95,6 +96,7 @@ class Controller(Submitting, Following, Views, DriverAPI, ServeAPI, PipelineAPI,
     async def __init__(self, platform: Mapping[str, Any], installer: str | None = None) -> None:
         # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
         self.platform = load_platform(persisted() or dict(platform))
+        kinds.load(self.platform.spec.kinds)  # plugin kinds, before any stored job of theirs is read
         self.interval_s = self.platform.spec.scheduler.cycle_interval_s
         self.platform.storage_path().mkdir(parents=True, exist_ok=True)
         self.store = Store(self.platform.database_url())
