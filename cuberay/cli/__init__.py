@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
 
     _register()
     try:
+        from cuberay import kinds
+
+        kinds.load_env(os.environ)  # plugin kinds (CUBERAY_KINDS), before any spec is read
         rc = app(args=argv, standalone_mode=False, prog_name="cuberay")
     except CuberayError as exc:
         if os.environ.get("CUBERAY_DEBUG"):

@@ -19,27 +19,32 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Collection, Iterator, Mapping
 
-# Spec fields that hold "package.module:attribute" import paths, in any job kind.
-IMPORT_FIELDS = ("entrypoint", "import_path", "model", "factory")  # model: a ServeApp version's custom code
+from cuberay import kinds
 
 
-def import_paths(spec: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """(field path, import path) for every import-path field in a job spec dict, e.g. ("spec.versions[0].import_path", ...)."""
+def import_paths(spec: Any, fields: Collection[str] | None = None, path: str = "") -> Iterator[tuple[str, str]]:
+    """(field path, import path) for every import-path field in a job spec dict, e.g. ("spec.versions[0].import_path", ...).
+
+    ``fields`` are the names of the fields that hold import paths (its kind's ``import_fields``); by default
+    those of every registered kind.
+    """
+    if fields is None:
+        fields = {name for kind in kinds.registered() for name in kind.import_fields}
     if isinstance(spec, Mapping):
         for key, value in spec.items():
             where = f"{path}.{key}" if path else str(key)
-            if key in IMPORT_FIELDS and isinstance(value, str) and ":" in value:
+            if key in fields and isinstance(value, str) and ":" in value:
                 file, _, name = value.rpartition(":")
                 if file.endswith(".py") and spec.get("code_dir"):  # a TuneJob's "trial.py:main"
                     value = f"{Path(str(spec['code_dir'])) / file}:{name}"
                 yield where, value
             else:
-                yield from import_paths(value, where)
+                yield from import_paths(value, fields, where)
     elif isinstance(spec, (list, tuple)):
         for i, item in enumerate(spec):
-            yield from import_paths(item, f"{path}[{i}]")
+            yield from import_paths(item, fields, f"{path}[{i}]")
 
 
 def import_problem(target: str) -> str | None:

@@ -29,7 +29,7 @@ def _tenant() -> Any:
 
 @app.command()
 def submit(
-    file: Path = typer.Argument(..., metavar="FILE", help="Job spec (YAML): TrainJob, TuneJob, ServeApp or Task."),
+    file: Path = typer.Argument(..., metavar="FILE", help="Job spec (YAML) of any job kind."),
     wait: bool = typer.Option(False, "--wait", "-w",
                               help="Follow the job until it ends; exit 1 if it FAILED, 0 if it SUCCEEDED or was "
                                    "CANCELLED."),

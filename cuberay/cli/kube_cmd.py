@@ -118,7 +118,7 @@ def quotas(
 
 @kube_app.command("render-job")
 def render_job(
-    file: Path = typer.Argument(..., metavar="JOB.yaml", help="A TrainJob, Task or ServeApp spec."),
+    file: Path = typer.Argument(..., metavar="JOB.yaml", help="A job spec of a kind with a Kubernetes form."),
     platform: Path = typer.Option(..., "--platform", "-p", metavar="FILE", help="Platform file."),
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Tenant (default: the spec's)."),
     scheduler: str = _scheduler(),
@@ -127,7 +127,8 @@ def render_job(
     output: Format = typer.Option(Format.table, "--output", "-o",
                                   help="What to print: table (the objects), yaml (the manifests, commented), json."),
 ) -> None:
-    """Render a RayJob (TrainJob, Task) or RayService (ServeApp); exit 2 on a spec error, 3 if it cannot fit."""
+    """Render a job in its kind's Kubernetes form: a RayJob (TrainJob, Task) or a RayService (ServeApp); exit 2 on a
+    spec error (or a kind without one), 3 if it cannot fit."""
     from cuberay.kuberay.manifest import to_yaml
     from cuberay.kuberay.render_job import render_job as render
     from cuberay.platform.spec import load_platform, load_spec

@@ -11,6 +11,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from cuberay import kinds
 from cuberay.cli import app, views
 from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.errors import JobFailedError
@@ -187,12 +188,11 @@ def _result_rows(result: DemoResult) -> list[dict[str, str]]:
         row["waited"] = views.span(waited)
         if record.id in result.waited:
             row["result"] = f"waited for: {result.waited[record.id]}"
-        elif record.state == JobState.SUCCEEDED and record.kind == "TrainJob" and result.accuracy is not None:
+        elif record.state == JobState.SUCCEEDED and record.id == result.trained and result.accuracy is not None:
             row["result"] = f"test accuracy {result.accuracy:.3f}"
-        elif record.state == JobState.SUCCEEDED and record.kind == "TuneJob":
-            row["result"] = (record.message or "").split("; results in ")[0]  # best value and config, counts
-        elif record.state == JobState.SUCCEEDED:
-            row["result"] = "ok"
+        elif record.state == JobState.SUCCEEDED:  # e.g. a TuneJob's best value and config, and its counts
+            kind = kinds.get(record.kind)
+            row["result"] = (kind.summary(record.message or "") if kind is not None else None) or "ok"
         else:  # why it failed
             row["result"] = record.message or record.reason or ""
         rows.append(row)

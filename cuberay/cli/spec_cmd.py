@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional
 import typer
 import yaml
 
+from cuberay import kinds
 from cuberay.cli import app
 from cuberay.cli.importable import import_paths, import_problem
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option, write_text
@@ -137,7 +138,7 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None, impo
 
 def check_imports(job: Any, file: str | None = None) -> None:
     """SpecError naming the field when an entrypoint/import_path of ``job`` cannot be imported here."""
-    for field, target in import_paths(job.model_dump(mode="json")):
+    for field, target in import_paths(job.model_dump(mode="json"), kinds.of(job.kind).import_fields):
         problem = import_problem(target)
         if problem:
             raise SpecError(f"{target!r}: {problem}. Fix the path (package.module:name), install the package "

@@ -1,4 +1,5 @@
-"""Jobs on Kubernetes: a TrainJob or Task as a RayJob, a ServeApp as a RayService (``ray.io/v1``).
+"""Jobs on Kubernetes, in the form each kind's adapter names: a TrainJob or Task as a RayJob, a ServeApp as a
+RayService (``ray.io/v1``).
 
 A RayJob brings its own ephemeral Ray cluster, sized for the job's gang on the first of the
 tenant's pools where one worker fits a node; the entrypoint installs the controller
@@ -14,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from cuberay import kinds
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
@@ -151,11 +153,13 @@ def rayservice(platform: Any, app: Any, opts: RenderOptions) -> list[Manifest]:
 
 
 def render_job(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
-    """RayJob (TrainJob, Task) or RayService (ServeApp) manifests of one job spec."""
-    if job.kind in ("TrainJob", "Task"):
-        return rayjob(platform, job, opts)
-    if job.kind == "ServeApp":
-        return rayservice(platform, job, opts)
-    raise SpecError(f"{job.kind} {job.name!r} has no Kubernetes form in cuberay; render-job takes TrainJob, Task "
-                    f"or ServeApp (run a TuneJob inside a tenant's RayCluster with `cuberay submit`)")
+    """The manifests of one job spec, in the form its kind's adapter names (a RayJob for TrainJob and Task, a
+    RayService for ServeApp)."""
+    kind = kinds.of(job.kind)
+    if kind.render is None:
+        forms = [k.name for k in kinds.registered() if k.render is not None]
+        raise SpecError(f"{job.kind} {job.name!r} has no Kubernetes form in cuberay; render-job takes "
+                        f"{', '.join(forms[:-1])} or {forms[-1]} (run a {job.kind} inside a tenant's RayCluster "
+                        f"with `cuberay submit`)")
+    return kinds.load_object(kind.render, f"the {kind.name} renderer")(platform, job, opts)
 

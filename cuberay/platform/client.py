@@ -213,7 +213,7 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
 
     ``request_id`` is the caller's own id for this submission: submitting again with it returns the same job,
     so a submit whose answer was lost can be retried. Raises SpecError (exit 2) for a kind the platform does
-    not run (``convert.RUNNABLE_KINDS``).
+    not run (one without an adapter in ``cuberay.kinds``).
     """
     job = _runnable(spec_or_path)
     # Without the caller's request id, one of our own: a submit whose answer a controller restart lost is

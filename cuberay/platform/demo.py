@@ -101,6 +101,7 @@ class DemoResult:
     dashboard_url: str
     records: list[JobRecord]
     accuracy: float | None
+    trained: str | None = None  # the id of the DDP job whose test accuracy that is
     metrics_seen: list[str] = field(default_factory=list)  # cuberay series on Ray's Prometheus endpoint
     waited: dict[str, str] = field(default_factory=dict)   # job id -> a reason it was seen waiting for
     wall_s: float = 0.0
@@ -144,8 +145,8 @@ def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], 
                 served = serve_and_query(user, max(60.0, timeout_s - (time.monotonic() - started)))
         finally:
             client.down()
-    return DemoResult(dashboard_url=url, records=records, accuracy=accuracy, metrics_seen=metrics,
-                      waited=waited, wall_s=time.monotonic() - started, served=served,
+    return DemoResult(dashboard_url=url, records=records, accuracy=accuracy, trained=ddp.id if ddp else None,
+                      metrics_seen=metrics, waited=waited, wall_s=time.monotonic() - started, served=served,
                       pipeline=run, pipeline_steps=steps)
 
 

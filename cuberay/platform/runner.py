@@ -1,15 +1,12 @@
 """The job driver: ``python -m cuberay.run <job-id>`` inside a Ray Job, and ``cuberay run FILE``.
 
 ``run_job`` asks the controller for the admitted attempt (spec, one node id
-per worker, identity, tenant storage), dispatches by kind, and exits 0 or 1
+per worker, identity, tenant storage), runs the driver its kind's adapter names, and exits 0 or 1
 so the Ray Job's status tells the controller how it went:
 
-  TrainJob, function mode   Ray Train TorchTrainer, worker i pinned to node i
-  TrainJob, command mode    a command gang (placement group pinned per bundle)
-  Task                      a command gang
-  TuneJob                   a Ray Tune search (cuberay/tune), one trial slot per worker node
-  ServeApp                  the app on Ray Serve, replicas on the allocated nodes, until stopped
-  other kinds               refused at submit (convert.RUNNABLE_KINDS); a stored one exits 1 with the reason
+  each kind's driver        ``run(job, ctx)`` named by its adapter (cuberay/kinds/<kind>/driver.py for
+                            the built-in ones): Ray Train, a command gang, a Ray Tune search, a Serve app
+  a kind not registered     refused at submit; a stored one exits 1 with the reason
 
 ``run_file`` is the external driver of ``ray job submit -- cuberay run
 job.yaml``: it registers the job (``driver="external"``, with its own Ray
@@ -32,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from cuberay import kinds
 from cuberay.errors import CuberayError, JobFailedError
 from cuberay.platform import client
 from cuberay.platform.api import TOKEN_ENV, USER_ENV
 from cuberay.platform.api.records import JobRecord, QueueEntry
-from cuberay.platform.client import RESTART_WAIT_S
 from cuberay.platform.policy.states import JobState
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -81,86 +78,11 @@ def run_job(job_id: str) -> int:
 
 
 def dispatch(ctx: dict[str, Any]) -> int:
-    from cuberay.platform.spec import Task, TrainJob, TuneJob, load_spec
+    from cuberay.platform.spec import load_spec
 
     job = load_spec(ctx.spec)
-    if isinstance(job, TuneJob):
-        return _tune(job, ctx)
-    if isinstance(job, TrainJob) and job.spec.entrypoint:
-        return _train_function(job, ctx)
-    if isinstance(job, (TrainJob, Task)):
-        return _command_gang(job, ctx)
-    if job.kind == "ServeApp":
-        from cuberay.serve.service import run_service
-
-        return run_service(job, ctx, client.driver_api(), say)
-    from cuberay.platform.control.convert import RUNNABLE_KINDS
-
-    say(f"{job.kind} jobs do not run on this platform (it runs {', '.join(RUNNABLE_KINDS)} jobs); "
-        f"nothing was run")
-    return EXIT_FAILED
-
-
-def _train_function(job: Any, ctx: dict[str, Any]) -> int:
-    from cuberay.train.checkpoints import CheckpointReporter
-    from cuberay.train.torch_launcher import run_train_function
-
-    request = job.worker_request()
-    job_id, attempt = ctx.record.id, int(ctx.attempt)
-
-    def run_once(node_ids: list[str]) -> dict:
-        return run_train_function(
-            job.spec.entrypoint, config=dict(job.spec.config), node_ids=node_ids,
-            resources_per_worker=request.to_ray(), use_gpu=request.resources.get("GPU", 0.0) > 0,
-            storage_path=ctx.storage_path, name=job_id,
-            # Ray Train owns max_failures in function mode: it restarts the worker group on the same nodes
-            # from the last checkpoint; the controller does not retry on top (docs/architecture.md, Recovery).
-            max_failures=job.spec.max_failures,
-            deepspeed_config=job.spec.deepspeed_config(),
-            callbacks=[CheckpointReporter(job_id, attempt)],
-            env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=job_id)
-
-    if job.min_workers == job.max_workers:
-        result = run_once(list(ctx.node_ids))
-    else:  # elastic: admission may grow or shrink it while it runs (cuberay/train/elastic.py)
-        from cuberay.train.elastic import run_elastic
-
-        result = run_elastic(run_once, job_id=job_id, attempt=attempt, node_ids=list(ctx.node_ids),
-                             api=client.driver_api(), say=say)
-    say(f"final metrics {json.dumps(result.get('metrics') or {}, default=str)}")
-    say(f"checkpoint {result.get('checkpoint_path')}")
-    return EXIT_OK
-
-
-def _tune(job: Any, ctx: dict[str, Any]) -> int:
-    from cuberay.tune.job import run_tune_job
-
-    job_id, attempt = ctx.record.id, ctx.attempt
-
-    def report(text: str, final: bool) -> None:
-        try:
-            # Progress is tried once (the next report follows soon); the result rides out a controller restart.
-            client.api(restart_wait_s=RESTART_WAIT_S if final else 0).job_report(job_id, attempt, text, final)
-        except CuberayError as err:  # progress is a nicety; the search goes on
-            say(f"could not report progress: {err}")
-
-    _, paths, text = run_tune_job(job, job_id=job_id, node_ids=list(ctx.node_ids),
-                                  storage_path=ctx.storage_path, report=report)
-    say(text)
-    say(f"trials {paths['csv']}" + (f", plot {paths['png']}" if "png" in paths else ""))
-    return EXIT_OK
-
-
-def _command_gang(job: Any, ctx: dict[str, Any]) -> int:
-    from cuberay.train.gang import run_command_gang
-
-    code = run_command_gang(
-        job.spec.command, node_ids=list(ctx.node_ids), bundle=job.worker_request().to_ray(),
-        env=dict(job.spec.env), job=ctx.identity, timeout_s=job.max_runtime_s,
-        rdma_fabric=job.worker_request().rdma_fabric)
-    if code != 0:
-        say(f"the gang exited with code {code}")
-    return EXIT_OK if code == 0 else EXIT_FAILED
+    kind = kinds.of(job.kind)
+    return kinds.load_object(kind.driver, f"the {kind.name} driver")(job, ctx)
 
 
 # ---------------------------------------------------------------------- external driver
@@ -247,7 +169,7 @@ def _run_attempt(job_id: str, attempt: int, token: str) -> tuple[int, bool]:
     """Run one attempt in a child driver; (exit code, whether the attempt was still current at its end)."""
     import ray
 
-    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address, TOKEN_ENV: token,
+    env = {**os.environ, **kinds.env(), "RAY_ADDRESS": ray.get_runtime_context().gcs_address, TOKEN_ENV: token,
            USER_ENV: client.caller().user}
     child = subprocess.Popen([sys.executable, "-m", "cuberay.run", job_id], env=env, start_new_session=True)
     try:
@@ -286,6 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.job_id is None) == (args.file is None):
         parser.error("give exactly one of JOB_ID and --file FILE")
+    try:
+        kinds.load_env(os.environ)  # plugin kinds: the controller names them for the drivers it launches
+    except CuberayError as err:
+        print(f"cuberay: error: {err}", file=sys.stderr, flush=True)
+        return err.exit_code
     if args.job_id:
         return run_job(args.job_id)
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.kinds.serveapp import is_serve_app
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
@@ -31,7 +32,7 @@ _ACTIVE = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNN
 def _load(spec_or_path: Any) -> ServeApp:
     job = load_spec(Path(spec_or_path) if isinstance(spec_or_path, (str, os.PathLike)) and
                     Path(spec_or_path).suffix in (".yaml", ".yml", ".json") else spec_or_path)
-    if not isinstance(job, ServeApp):
+    if not is_serve_app(job.kind):
         raise SpecError(f"`cuberay serve deploy` takes a ServeApp, got kind {job.kind}; submit other kinds with "
                         f"`cuberay submit`", path="kind")
     return job
@@ -39,7 +40,7 @@ def _load(spec_or_path: Any) -> ServeApp:
 
 def find(name: str, tenant: str | None = None) -> Any:
     """The active ServeApp record called ``name`` (or with that job id)."""
-    records = [r for r in client.list_jobs(tenant, _ACTIVE) if r.kind == "ServeApp" and name in (r.name, r.id)]
+    records = [r for r in client.list_jobs(tenant, _ACTIVE) if is_serve_app(r.kind) and name in (r.name, r.id)]
     if not records:
         raise NotFoundError(f"no running serving app {name!r}; deploy one with `cuberay serve deploy FILE`")
     if len(records) > 1:
@@ -140,7 +141,7 @@ def rollback(name: str, tenant: str | None = None, to: int | None = None) -> dic
 
 
 def history(name: str, tenant: str | None = None) -> list[Any]:
-    records = [r for r in client.list_jobs(tenant) if r.kind == "ServeApp" and name in (r.name, r.id)]
+    records = [r for r in client.list_jobs(tenant) if is_serve_app(r.kind) and name in (r.name, r.id)]
     if not records:
         raise NotFoundError(f"no serving app {name!r} was ever deployed")
     return [c for r in records for c in client.api().serve_history(r.id, None)]

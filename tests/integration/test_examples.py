@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from cuberay import kinds
 from cuberay.platform import client, demo
-from cuberay.platform.control.convert import RUNNABLE_KINDS
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_platform, load_spec
 from tests.integration.conftest import _empty_platform
@@ -29,7 +29,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 EXAMPLES = CONFIGS / "jobs"
 # A ServeApp runs until deleted, so it never "succeeds": tests/integration/test_serve.py deploys the
 # ServeApp examples (serve.yaml, serve-echo.yaml) and checks they answer.
-RUNNABLE = set(RUNNABLE_KINDS) - {"ServeApp"}
+RUNNABLE = {k.name for k in kinds.registered() if not k.service}
 DS_OK = re.compile(r"ds_train ok rank=(\d) world=(\d) local_rank=0 zero=2 loss=([\d.]+)")
 
 

@@ -12,13 +12,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Every module belongs to the layer of its longest matching name. A module imports only its own layer and layers
+# Every module belongs to the layer of its longest matching name; a "*" in a name stands for any one package
+# (kinds.*.driver: the driver module of every kind's adapter). A module imports only its own layer and layers
 # of a lower rank; layers of one rank are siblings and import nothing of each other.
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "base": (0, ("errors", "platform")),             # the error root; platform/__init__.py holds nothing
     "spec": (1, ("platform.spec",)),
     "policy": (2, ("platform.policy",)),
     "api": (3, ("platform.api",)),                    # callers, access rules, the controller's methods
+    "kinds": (3, ("kinds",)),                         # the registry, and each kind's facts: what control/ asks
     "sim": (4, ("platform.sim",)),
     "control": (4, ("platform.control",)),
     "transport": (5, ("platform.transport",)),        # how the client reaches the controller
@@ -31,7 +33,8 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "outputs": (7, ("outputs",)),
     "pipelines": (7, ("pipelines",)),
     "examples": (8, ("examples",)),                   # programs written against the workloads' APIs
-    "driver": (9, ("platform.runner", "run")),        # `python -m cuberay.run <job-id>`
+    "driver": (9, ("platform.runner", "run", "kinds.*.driver")),  # `python -m cuberay.run <job-id>`, and the
+    #                                                   run(job, ctx) of each kind, which the runner loads by name
     "kuberay": (9, ("kuberay",)),                     # renders the workloads for Kubernetes; the CLI calls it
     "demo": (9, ("platform.demo",)),
     "cli": (10, ("cli",)),
@@ -39,7 +42,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
 }
 # Names that stand for the package's __init__ alone, not for what lies under it.
 WHOLE = frozenset({"", "platform"})
-PURE = ("spec", "policy", "api", "sim")
+PURE = ("spec", "policy", "api", "sim", "kinds")
 HEAVY = frozenset({"ray", "kubernetes", "sqlalchemy"})
 KUBERNETES_LAYER = "kuberay"  # the only layer that may import the kubernetes client
 # What a job runs reaches the controller through the client (its calls ride out a restart and carry the caller),
@@ -191,14 +194,21 @@ def _relative(module: str, package: str) -> str:
     return "" if module == package else module[len(package) + 1:]
 
 
+def _names(rel: str, name: str) -> bool:
+    """Whether the LAYERS name ``name`` covers the module ``rel``: it, or what lies under it; "*" is any package."""
+    if name in WHOLE:
+        return rel == name
+    parts, wanted = rel.split("."), name.split(".")
+    return len(parts) >= len(wanted) and all(w in ("*", p) for w, p in zip(wanted, parts))
+
+
 def layer_of(module: str, package: str) -> tuple[str, int] | None:
     """(layer, rank) of ``module``, or None if no entry of ``LAYERS`` names it."""
     rel = _relative(module, package)
     best: tuple[int, str, int] | None = None
     for layer, (rank, names) in LAYERS.items():
         for name in names:
-            hit = rel == name or (name not in WHOLE and rel.startswith(name + "."))
-            if hit and (best is None or len(name) > best[0]):
+            if _names(rel, name) and (best is None or len(name) > best[0]):
                 best = (len(name), layer, rank)
     return (best[1], best[2]) if best else None
 

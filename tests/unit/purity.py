@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.unit.layering import layer_of
+
 # Modules whose import alone means files, sockets or processes.
 IO_MODULES = frozenset({"socket", "ssl", "subprocess", "multiprocessing", "asyncio", "selectors", "select",
                         "urllib", "http", "requests", "httpx", "aiohttp", "ftplib", "smtplib", "webbrowser",
@@ -108,15 +110,17 @@ def _io_of(node: ast.AST) -> str | None:
     return None
 
 
+def pure_files(files: dict[str, Path], package: str, pure: tuple[str, ...]) -> dict[str, Path]:
+    """The modules of ``files`` that belong to a pure layer."""
+    return {m: path for m, path in files.items() if (layer_of(m, package) or ("",))[0] in pure}
+
+
 def io_problems(root: Path, files: dict[str, Path], package: str, pure: tuple[str, ...],
                 allowed: dict[tuple[str, str], str] | None = None) -> tuple[list[str], set[tuple[str, str]]]:
     """(each I/O outside ``allowed``, the allowed entries that were used) over the modules of the pure layers."""
     allowed = READS_HANDED if allowed is None else allowed
     problems, used = [], set()
-    prefixes = tuple(f"{package}.platform.{layer}" for layer in pure)
-    for module, path in sorted(files.items()):
-        if not (module in prefixes or module.startswith(tuple(p + "." for p in prefixes))):
-            continue
+    for module, path in sorted(pure_files(files, package, pure).items()):
         rel = module[len(package) + 1:]
         for where, line, what in io_calls(path):
             if (rel, where) in allowed:
@@ -126,11 +130,11 @@ def io_problems(root: Path, files: dict[str, Path], package: str, pure: tuple[st
     return problems, used
 
 
-# argv[1]: the directories whose code must do no I/O while imported; argv[2:]: the modules to import. Prints one
-# JSON line: {"heavy": Ray/Kubernetes/SQLAlchemy modules loaded, "io": [file:line: call] from those directories}.
+# argv[1]: the files whose code must do no I/O while imported; argv[2:]: the modules to import. Prints one
+# JSON line: {"heavy": Ray/Kubernetes/SQLAlchemy modules loaded, "io": [file:line: call] from those files}.
 PROBE = r'''
 import builtins, importlib, io, json, os, pathlib, socket, subprocess, sys, sysconfig, time
-pure = tuple(os.path.realpath(d) + os.sep for d in sys.argv[1].split(os.pathsep))
+pure = frozenset(os.path.realpath(f) for f in sys.argv[1].split(os.pathsep))
 paths = sysconfig.get_paths()
 lib = tuple(os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib"))
 site = tuple(os.path.realpath(paths[k]) + os.sep for k in ("purelib", "platlib"))
@@ -154,7 +158,7 @@ def wrap(owner, name):
         if inside:
             return real(*args, **kwargs)
         f = origin()
-        if f is not None and os.path.realpath(f.f_code.co_filename).startswith(pure):
+        if f is not None and os.path.realpath(f.f_code.co_filename) in pure:
             seen.append(f"{f.f_code.co_filename}:{f.f_lineno}: {getattr(owner, '__name__', owner)}.{name}")
         inside.append(name)
         try:

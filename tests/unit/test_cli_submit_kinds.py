@@ -1,7 +1,7 @@
-"""Submit refuses the kinds the platform does not run, before anything queues (and before Ray is reached).
+"""Submit refuses a kind without an adapter (cuberay.kinds), before anything queues (and before Ray is reached).
 
-Every kind of job runs today, so the refusal is exercised by taking one kind out of ``RUNNABLE_KINDS``: the
-mechanism stays for the next kind that is specified before it runs.
+Every kind the spec layer loads has an adapter today, so the refusal is exercised by taking one kind's adapter
+out of the registry: the spec still loads it, as it would a model registered without an adapter.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 
 from cuberay.cli import main
 from cuberay.errors import SpecError
+from cuberay.kinds import registry
 from cuberay.platform import client, runner
-from cuberay.platform.control import convert
-from cuberay.platform.control.convert import RUNNABLE_KINDS, require_runnable
+from cuberay.platform.control.convert import require_runnable
 from cuberay.platform.spec import JOB_KINDS, load_spec
 
 JOBS = Path(__file__).resolve().parents[2] / "configs" / "jobs"
-REFUSED = "tune.yaml"  # its kind is taken out of RUNNABLE_KINDS below
+REFUSED = "tune.yaml"  # its kind's adapter is taken out of the registry below
 
 
 class Unreachable:
@@ -36,11 +36,11 @@ def _no_controller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def without_tune(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(convert, "RUNNABLE_KINDS", ("TrainJob", "Task", "ServeApp"))
+    monkeypatch.setattr(registry, "_KINDS", {k: v for k, v in registry._KINDS.items() if k != "TuneJob"})
 
 
 def test_every_kind_runs_and_every_example_passes_the_check() -> None:
-    assert set(RUNNABLE_KINDS) == set(JOB_KINDS)
+    assert set(registry.names()) == set(JOB_KINDS)
     for path in sorted(JOBS.glob("*.yaml")):
         require_runnable(load_spec(path))  # no error
 

@@ -1,6 +1,6 @@
 """cuberay's layers hold: every package has a rank and imports only downwards; no import circles anywhere; the pure
-layers (spec, policy, sim) import no Ray, Kubernetes or SQLAlchemy and do no I/O beyond the files they are handed;
-only kuberay/ imports the kubernetes client.
+layers (spec, policy, api, sim, and kinds: the registry with each kind's facts) import no Ray, Kubernetes or
+SQLAlchemy and do no I/O beyond the files they are handed; only kuberay/ imports the kubernetes client.
 
 The checks (tests/unit/layering.py, tests/unit/purity.py), each able to fail (the synthetic-tree tests at the
 bottom prove it):
@@ -36,7 +36,7 @@ from tests.unit.layering import (
     module_files,
     unranked,
 )
-from tests.unit.purity import PROBE, READS_HANDED, io_problems
+from tests.unit.purity import PROBE, READS_HANDED, io_problems, pure_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GRAPH = import_graph(REPO_ROOT, "cuberay")  # read once: every test of the real package shares it
@@ -65,7 +65,7 @@ def test_layers_import_only_downwards() -> None:
     shown = problems[:40] + ([f"... and {len(problems) - 40} more"] if len(problems) > 40 else [])
     assert not problems, (
         "layering broken:\n  " + "\n  ".join(shown) + f"\nRule: {ranks}; a layer imports only its own and lower "
-        "ranks; spec, policy and sim import no Ray, Kubernetes or SQLAlchemy; only kuberay/ imports kubernetes. "
+        f"ranks; {', '.join(PURE)} import no Ray, Kubernetes or SQLAlchemy; only kuberay/ imports kubernetes. "
         "Fix: move the code to the layer it belongs to (Ray and database code into platform/control/, Kubernetes "
         "into cuberay/kuberay/), or pass the value in from above.")
 
@@ -88,15 +88,15 @@ def test_every_platform_module_is_in_a_layer_folder_or_named_at_the_top() -> Non
 def test_pure_layers_do_no_io_beyond_the_files_they_are_handed() -> None:
     problems, used = io_problems(REPO_ROOT, GRAPH.files, "cuberay", PURE)
     assert not problems, (
-        "file, network or process calls in a pure layer:\n  " + "\n  ".join(problems) + "\nRule: spec, policy and "
-        "sim decide from what they are given; they read only a file their caller hands them. Fix: move the call "
+        "file, network or process calls in a pure layer:\n  " + "\n  ".join(problems) + f"\nRule: {', '.join(PURE)} "
+        "decide from what they are given; they read only a file their caller hands them. Fix: move the call "
         "to control/ or the caller and pass the data in, or, for a function whose job is to read the file it is "
         "handed, name it in READS_HANDED (tests/unit/purity.py) with why.")
     assert used == set(READS_HANDED), f"READS_HANDED entries no code needs any more: {set(READS_HANDED) - used}"
 
 
 def _probe(modules: list[str], root: Path = REPO_ROOT, package: str = "cuberay") -> dict[str, list[str]]:
-    pure = os.pathsep.join(str(root / package / "platform" / layer) for layer in PURE)
+    pure = os.pathsep.join(str(p) for p in pure_files(module_files(root, package), package, PURE).values())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, "-c", PROBE, pure, *modules], cwd=root, env=env, capture_output=True,
                             text=True, timeout=120)
@@ -106,11 +106,11 @@ def _probe(modules: list[str], root: Path = REPO_ROOT, package: str = "cuberay")
 
 @pytest.mark.parametrize("layer", PURE)
 def test_pure_layer_loads_no_ray_kubernetes_or_database_and_touches_no_file_on_import(layer: str) -> None:
-    modules = sorted(m for m in GRAPH.files if m.startswith(f"cuberay.platform.{layer}"))
+    modules = sorted(m for m in GRAPH.files if (layer_of(m, "cuberay") or ("",))[0] == layer)
     assert len(modules) >= 3, f"layer {layer} has no modules: {modules}"
     seen = _probe(modules)
-    assert seen["heavy"] == [], f"importing platform/{layer}/ also imported {seen['heavy']}; the pure layers never do"
-    assert seen["io"] == [], f"importing platform/{layer}/ touched files or the network: {seen['io']}"
+    assert seen["heavy"] == [], f"importing layer {layer} also imported {seen['heavy']}; the pure layers never do"
+    assert seen["io"] == [], f"importing layer {layer} touched files or the network: {seen['io']}"
 
 
 # ---------------------------------------------------------------- the checks can fail
@@ -213,6 +213,43 @@ def test_checker_ranks_every_package_above_the_platform(tmp_path: Path) -> None:
     ]
     assert [layer_of(m, "pkg")[0] for m in ("pkg", "pkg.__main__", "pkg.platform", "pkg.run", "pkg.examples")] == [
         "facade", "facade", "base", "driver", "examples"]
+
+
+def test_checker_ranks_the_kinds_registry_and_each_kinds_driver(tmp_path: Path) -> None:
+    """kinds (the registry and every kind's facts) sits over spec and policy, beside api, under control, and is pure;
+    a kind's driver (kinds.<kind>.driver) ranks with the runner. So control/ asks the facts but never loads a
+    driver, and the facts reach no workload, driver, api or Ray; each way is refused."""
+    files = {
+        "pkg/errors.py": "",
+        "pkg/platform/spec/__init__.py": "", "pkg/platform/spec/s.py": "",
+        "pkg/platform/policy/__init__.py": "", "pkg/platform/policy/states.py": "",
+        "pkg/platform/api/__init__.py": "", "pkg/platform/api/records.py": "",
+        "pkg/platform/control/__init__.py": "",
+        "pkg/platform/control/c.py": "from pkg import kinds\nfrom pkg.kinds.toy import driver\n",
+        "pkg/platform/client.py": "", "pkg/platform/runner.py": "from pkg import kinds\n",
+        "pkg/train/__init__.py": "", "pkg/train/gang.py": "",
+        "pkg/cli/__init__.py": "", "pkg/cli/x.py": "",
+        "pkg/kinds/__init__.py": "from pkg.kinds import registry, toy\n",
+        "pkg/kinds/registry.py": "from pkg import errors\nfrom pkg.platform.spec import s\n"
+                                 "from pkg.platform.policy import states\n",
+        "pkg/kinds/toy/__init__.py": "from pkg.kinds.registry import JobKind\n",
+        "pkg/kinds/toy/driver.py": "from pkg.kinds import toy\nfrom pkg.train import gang\n"
+                                   "from pkg.platform import client, runner\n",
+        "pkg/kinds/bad/__init__.py": "import ray\nfrom pkg.platform.api import records\n"
+                                     "def f():\n    from pkg.train import gang\n    from pkg.kinds.bad import driver\n",
+        "pkg/kinds/bad/driver.py": "from pkg.cli import x\n",
+    }
+    assert _problems(tmp_path, files) == [
+        "pkg.kinds.bad (kinds) imports pkg.kinds.bad.driver (driver)",
+        "pkg.kinds.bad (kinds) imports pkg.platform.api.records (api)",
+        "pkg.kinds.bad (kinds) imports pkg.train.gang (train)",
+        "pkg.kinds.bad (kinds) imports ['ray']",
+        "pkg.kinds.bad.driver (driver) imports pkg.cli.x (cli)",
+        "pkg.platform.control.c (control) imports pkg.kinds.toy.driver (driver)",
+    ]
+    assert [layer_of(m, "pkg")[0] for m in ("pkg.kinds", "pkg.kinds.registry", "pkg.kinds.toy",
+                                            "pkg.kinds.toy.driver", "pkg.kinds.toy.driver.part")] == [
+        "kinds", "kinds", "kinds", "driver", "driver"]
 
 
 def test_checker_finds_a_module_in_no_layer(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cuberay.platform.control.small import SUCCEEDED, is_small, log_file, task_name
+from cuberay.platform.spec import load_spec
 
 
 @pytest.mark.parametrize(("kind", "spec", "small"), [
@@ -20,7 +21,8 @@ from cuberay.platform.control.small import SUCCEEDED, is_small, log_file, task_n
     ("Task", {"workers": 1, "command": "true", "resources": {"rdma": "1(roce)"}}, False),  # NCCL set-up
 ])
 def test_one_worker_command_tasks_are_small(kind: str, spec: dict, small: bool) -> None:
-    assert is_small(kind, spec) is small
+    job = load_spec({"apiVersion": "cuberay.io/v1alpha1", "kind": kind, "metadata": {"name": "j"}, "spec": spec})
+    assert is_small(job) is small
 
 
 def test_task_name_leads_with_the_tenant() -> None:

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from cuberay import kinds
 from cuberay.errors import CuberayError
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
@@ -92,6 +93,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.cluster = cluster or RayCluster()  # every call that reaches the cluster goes through it
         # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
         self.platform = load_platform(persisted(self.cluster) or dict(platform))
+        kinds.load(self.platform.spec.kinds)  # plugin kinds, before any stored job of theirs is read
         self.interval_s = self.platform.spec.scheduler.cycle_interval_s
         self.platform.storage_path().mkdir(parents=True, exist_ok=True)
         self.store = Store(self.platform.database_url())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from cuberay import kinds
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.api.records import JobIdentity, JobRecord, TenantUsage
 from cuberay.platform.policy.admission import ClusterState
@@ -17,15 +18,14 @@ from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Job, Platform, Tenant
 
-# The kinds the runner can run (cuberay/platform/runner.py dispatch). Submit refuses the others, so a job
-# never waits in the queue and holds quota only to fail when its turn comes. A kind joins when it runs.
-RUNNABLE_KINDS = ("TrainJob", "Task", "TuneJob", "ServeApp")
-
 
 def require_runnable(job: Job, file: str | None = None) -> None:
-    """SpecError (exit 2) for a job of a kind this platform cannot run yet, naming what runs today."""
-    if job.kind not in RUNNABLE_KINDS:
-        runs = ", ".join(RUNNABLE_KINDS[:-1]) + " and " + RUNNABLE_KINDS[-1]
+    """SpecError (exit 2) for a job of a kind without an adapter here (cuberay.kinds), naming what runs.
+
+    Submit refuses such a job, so it never waits in the queue and holds quota only to fail when its turn comes.
+    """
+    if kinds.get(job.kind) is None:
+        runs = ", ".join(kinds.names()[:-1]) + " and " + kinds.names()[-1]
         raise SpecError(f"{job.kind} jobs cannot be submitted: this platform runs {runs} "
                         f"jobs. `cuberay spec validate` still checks a {job.kind} file", file=file, path="kind")
 
@@ -72,21 +72,15 @@ def same_request(earlier: JobRecord, job: Job) -> JobRecord:
 def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
                 attained_gpu_s: float = 0.0) -> JobRequest:
     """The scheduler's view of a job: gang of min_workers, growing to max_workers when elastic."""
-    elastic = job.max_workers > job.min_workers
+    elastic, kind = job.max_workers > job.min_workers, kinds.of(job.kind)
     return JobRequest(
         id=job_id, tenant=tenant.name, workers=job.min_workers,
         worker=confine_to_pools(job.worker_request(), None if tenant.pools is None else tuple(tenant.pools)),
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
-        attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=job.kind == "ServeApp",
-        resizable=elastic and resizable(job),
+        attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=kind.service,
+        resizable=elastic and kind.resizes(job),
     )
-
-
-def resizable(job: Job) -> bool:
-    """Kinds whose running allocation may grow and shrink: function-mode training restarts its worker
-    group at a checkpoint with the new size, a ServeApp re-pins its replicas (policy/resize.py)."""
-    return job.kind == "ServeApp" or (job.kind == "TrainJob" and bool(getattr(job.spec, "entrypoint", None)))
 
 
 def allocation_of(node_ids: Iterable[str]) -> list[dict[str, Any]]:

@@ -20,12 +20,14 @@ from typing import Any
 
 import ray
 
+from cuberay import kinds
 from cuberay.errors import CuberayError, NotFoundError, PlatformNotRunningError
 from cuberay.platform.api import TOKEN_ENV, USER_ENV
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.launcher import TERMINAL, Launcher
 from cuberay.platform.control.small import SmallRuns, is_small
+from cuberay.platform.spec import load_spec
 
 log = logging.getLogger("cuberay.controller")
 
@@ -110,8 +112,7 @@ class Drivers:
                 f"{self.launcher.max_drivers} job drivers running)")
 
     def runs_small(self, rec: JobRecord) -> bool:
-        return (self.small is not None and is_small(rec.kind, rec.spec.get("spec", {}))
-                and self.small.available())
+        return self.small is not None and is_small(load_spec(rec.spec)) and self.small.available()
 
     def what(self, sid: str) -> str:
         """How messages name the run of ``sid``: its Ray Job, or a small job's Ray task."""
@@ -141,7 +142,8 @@ class Drivers:
             self.launcher.start, sid, driver_entrypoint(rec.id),
             metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
                       "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
-            runtime_env=spec.get("runtime_env") or None, env={**(spec.get("env") or {}), TOKEN_ENV: token, USER_ENV: rec.user},
+            runtime_env=spec.get("runtime_env") or None,
+            env={**(spec.get("env") or {}), **kinds.env(), TOKEN_ENV: token, USER_ENV: rec.user},
             driver_resources=driver_resources(spec.get("env") or {}))
         self.by_sid[sid] = rec.id
         self.awaiting.pop(rec.id, None)

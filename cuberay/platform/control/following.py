@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import time
 
+from cuberay import kinds
 from cuberay.errors import CuberayError, PlatformNotRunningError
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.guard import new_driver_token, token_hash
 from cuberay.platform.control.launcher import STOPPED, SUCCEEDED, TERMINAL
 from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec import load_spec
 
 log = logging.getLogger("cuberay.controller")
 
@@ -75,10 +77,9 @@ class Following:
 
     def _failed(self, rec: JobRecord, message: str, now: float) -> None:
         """FAILED, or back to the queue while the spec's max_failures allows another attempt."""
-        spec = rec.spec.get("spec", {})
-        # One budget, one owner: a function-mode TrainJob's max_failures is Ray Train's (it restarts the worker
-        # group in place from the last checkpoint), so a run that still fails has used it up.
-        allowed = 0 if rec.kind == "TrainJob" and spec.get("entrypoint") else int(spec.get("max_failures", 0) or 0)
+        # One budget, one owner: the kind says how many the controller retries (none where the workload retries
+        # in place, as Ray Train does for a function-mode TrainJob).
+        allowed = kinds.of(rec.kind).retries(load_spec(rec.spec))
         if rec.attempts <= allowed:
             self._requeue(rec.id, f"attempt {rec.attempts} failed ({message}); retrying "
                                   f"({rec.attempts} of {allowed} allowed failures used)", now, preempted=False)

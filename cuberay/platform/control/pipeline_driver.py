@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import cuberay.platform.spec.templates as tpl
+from cuberay import kinds
 from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform.api.records import JobRecord, RunRecord, StepRecord
 from cuberay.platform.control import convert as conv
@@ -231,9 +232,9 @@ class PipelineDriver:
             self.book.update_step(run.id, step.name, message=reason)
             await self.jobs.cancel(self.caller(run.user), job.id, f"by pipeline {pipe.name} (step timeout)")
             return self._failed(run, spec_step, step, reason)
-        if job.state == JobState.SUCCEEDED or (job.kind == "ServeApp" and job.state == JobState.RUNNING):
+        if kinds.step_done(job.kind, job.state):
             values = read_outputs(self._step_dir(run, step.name))
-            what = "serving" if job.kind == "ServeApp" else f"job {job.id} succeeded"
+            what = f"job {job.id} succeeded" if job.state == JobState.SUCCEEDED else "serving"
             return self.book.update_step(run.id, step.name, state=StepState.SUCCEEDED, outputs=values,
                                          end_time=now, message=what)
         if job.state.is_terminal:

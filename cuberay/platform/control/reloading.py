@@ -16,6 +16,7 @@ import json
 import time
 from typing import Any, Mapping
 
+from cuberay import kinds
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.endpoint import endpoint
@@ -72,6 +73,10 @@ def changes(old: Platform, new: Platform, active: Mapping[str, int], usage: Mapp
         out.append("scheduler settings changed")
     if old.spec.node_pools != new.spec.node_pools:
         out.append("node pools changed")
+    if added := [m for m in new.spec.kinds if m not in old.spec.kinds]:
+        out.append(f"job kinds of {', '.join(added)} loaded")
+    if gone := [m for m in old.spec.kinds if m not in new.spec.kinds]:
+        out.append(f"{', '.join(gone)} no longer listed (its kinds stay loaded until the controller restarts)")
     return out or ["no change"]
 
 
@@ -82,6 +87,7 @@ class Reload:
     async def reload(self, who: Principal, platform: Mapping[str, Any]) -> list[str]:
         """Apply an edited platform file to the running controller; returns what changed."""
         new = load_platform(dict(platform))
+        kinds.load(new.spec.kinds)  # a module that cannot be imported refuses the reload; removed ones stay loaded
         async with self._submit_lock, self._lock:  # no submit sees half of the old tenants and half the new
             active: dict[str, int] = {}
             for job in [*self.state.queue, *(r.job for r in self.state.running.values())]:

@@ -20,7 +20,9 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from cuberay import kinds
 from cuberay.errors import AdmissionError, CuberayError, NotFoundError, ServeDeployError, SpecError
+from cuberay.kinds.serveapp import is_serve_app
 from cuberay.platform.api.records import TrainRun
 from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.serve_rest import ServeRest
@@ -146,7 +148,8 @@ class Serving:
     def find_train_run(self, tenant: str, job: str | None = None, run: str | None = None,
                        previous: int = 0) -> TrainRun:
         """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
-        done = [r for r in self.store.list_jobs(tenant, [JobState.SUCCEEDED]) if r.kind == "TrainJob"
+        servable = {k.name for k in kinds.registered() if k.servable}
+        done = [r for r in self.store.list_jobs(tenant, [JobState.SUCCEEDED]) if r.kind in servable
                 and (r.id == run if run else r.name == job)]
         done.sort(key=lambda r: (r.submit_time, r.seq), reverse=True)
         what = f"run {run!r}" if run else f"TrainJob {job!r}"
@@ -228,11 +231,10 @@ class Serving:
 
     def _app(self, job_id: str) -> tuple[JobRecord, ServeApp]:
         rec = self.store.get_job(job_id)
-        app = load_spec(rec.spec)
-        if not isinstance(app, ServeApp):
+        if not is_serve_app(rec.kind):
             raise SpecError(f"job {job_id} is a {rec.kind}, not a serving app; `cuberay serve status APP` takes a "
                             f"ServeApp")
-        return rec, app
+        return rec, load_spec(rec.spec)  # type: ignore[return-value]
 
     def _running(self, job_id: str) -> tuple[JobRecord, ServeApp]:
         rec, app = self._app(job_id)

@@ -1,8 +1,9 @@
-"""Small jobs without a driver process: a one-worker Task runs as one named Ray task.
+"""Small jobs without a driver process: a one-worker command job (a Task) runs as one named Ray task.
 
 A Ray Job costs a supervisor actor and a driver process (``python -m cuberay.run``,
 imports, ``ray.init``) before the command starts: about a second and a half of
-the head's CPU for a command that may take milliseconds. A one-worker ``Task``
+the head's CPU for a command that may take milliseconds. A job whose kind says
+it may run small (one worker running ``spec.command``: a one-worker ``Task``)
 needs none of it: the controller submits one Ray task, named
 ``<tenant>/<job-id>`` so the Ray dashboard's task view shows the job, its tenant
 and its state, pinned to the node the admission chose with the worker's
@@ -30,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import ray
 
+from cuberay import kinds
 from cuberay.platform.control.head import NAMESPACE
+from cuberay.platform.spec import JobBase
 
 log = logging.getLogger("cuberay.controller")
 
@@ -43,16 +46,16 @@ RUNNER_NAME = "cuberay-small-runner"
 _DRIVER_SIZED = ("TASK_RESOURCE_CPU", "TASK_RESOURCE_MEMORY", "TASK_RESOURCE_GPU")
 
 
-def is_small(kind: str, spec: Mapping[str, Any]) -> bool:
-    """Whether a job runs as one Ray task: a one-worker command Task whose driver needs no resources of its own.
+def is_small(job: JobBase) -> bool:
+    """Whether a job runs as one Ray task: its kind says it may (one worker running ``spec.command``) and its
+    driver needs no resources of its own.
 
-    ``spec`` is the job's ``spec`` section as stored (JSON). RDMA asks for NCCL's per-node
-    set-up and TASK_RESOURCE_* for a sized driver, both of which the Ray Job path provides.
+    RDMA asks for NCCL's per-node set-up and TASK_RESOURCE_* for a sized driver, both of which the Ray Job
+    path provides.
     """
-    if kind != "Task" or spec.get("workers", 1) != 1 or not spec.get("command"):
+    if not kinds.of(job.kind).small(job):
         return False
-    env = spec.get("env") or {}
-    return not any(env.get(name) for name in _DRIVER_SIZED) and not (spec.get("resources") or {}).get("rdma")
+    return not any(job.spec.env.get(name) for name in _DRIVER_SIZED) and not job.spec.resources.rdma
 
 
 def task_name(tenant: str, job_id: str) -> str:

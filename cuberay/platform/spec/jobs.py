@@ -27,9 +27,27 @@ from cuberay.platform.spec.tune import TuneJob
 from cuberay.platform.spec.workload import JobBase
 
 Job = Annotated[Union[TrainJob, TuneJob, ServeApp, Task], Field(discriminator="kind")]
+# The model of each job kind, by its name: the built-in ones, and those registered at run time (cuberay.kinds
+# registers every kind's model here, so a plugin's documents load like the built-in ones).
 JOB_KINDS: dict[str, type[JobBase]] = {"TrainJob": TrainJob, "TuneJob": TuneJob, "ServeApp": ServeApp, "Task": Task}
-_JOBS: TypeAdapter[Job] = TypeAdapter(Job)
 _SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def register_model(model: type[JobBase]) -> None:
+    """Load documents whose kind is ``model``'s ``kind`` literal into ``model`` (a JobBase subclass).
+
+    Raises SpecError when the name already belongs to another model.
+    """
+    name = model.model_fields["kind"].default
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{model.__qualname__} has no kind name; declare kind: Literal[\"MyKind\"] = "
+                        f"Field(\"MyKind\", ...) on the model", path="kind")
+    held = JOB_KINDS.get(name)
+    if held is not None and held is not model and \
+            (held.__module__, held.__qualname__) != (model.__module__, model.__qualname__):
+        raise SpecError(f"kind {name!r} already loads into {held.__module__}.{held.__qualname__}, not "
+                        f"{model.__module__}.{model.__qualname__}; a kind name belongs to one model", path="kind")
+    JOB_KINDS[name] = model
 
 
 # ---------------------------------------------------------------- loading
@@ -49,9 +67,9 @@ def _job_from(doc: Document) -> Job:
         what = "the document has no kind" if kind is None else f"kind {kind!r} is not a job kind"
         raise SpecError(f"{what}; {hint}", file=doc.file, path="kind")
     try:
-        return _JOBS.validate_python(data, context={"file": doc.file})  # TuneJob: files beside the spec
-    except ValidationError as exc:
-        raise spec_error(exc, doc, vocabulary=field_names(SpecModel), strip_first=True) from None
+        return JOB_KINDS[kind].model_validate(data, context={"file": doc.file})  # type: ignore[return-value]
+    except ValidationError as exc:  # (context: a TuneJob reads files beside the spec)
+        raise spec_error(exc, doc, vocabulary=field_names(SpecModel)) from None
 
 
 def _platform_from(doc: Document) -> Platform:
@@ -109,8 +127,9 @@ def load_documents(source: str | Path | Mapping[str, Any]) -> list[Job | Platfor
 
 
 def job_schema() -> dict[str, Any]:
-    """JSON Schema of a job file (any kind), for editors (yaml-language-server)."""
-    return {"$schema": _SCHEMA_DIALECT, "title": "cuberay job", **_JOBS.json_schema()}
+    """JSON Schema of a job file (any kind registered here), for editors (yaml-language-server)."""
+    jobs: TypeAdapter[Any] = TypeAdapter(Annotated[Union[tuple(JOB_KINDS.values())], Field(discriminator="kind")])
+    return {"$schema": _SCHEMA_DIALECT, "title": "cuberay job", **jobs.json_schema()}
 
 
 def platform_schema() -> dict[str, Any]:

@@ -36,6 +36,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -79,20 +80,18 @@ def format_path(loc: Iterable[str | int]) -> str:
     return out
 
 
-def spec_error(exc: ValidationError, doc: Document, *, vocabulary: Iterable[str] = (),
-               strip_first: bool = False) -> SpecError:
+def spec_error(exc: ValidationError, doc: Document, *, vocabulary: Iterable[str] = ()) -> SpecError:
     """One SpecError for a ValidationError: the first problem in front, the others listed.
 
     Args:
         exc: the pydantic error.
         doc: the document that was validated (file name and line numbers).
         vocabulary: known field names, for "did you mean" hints on unknown fields.
-        strip_first: drop the first location element (the tag of a discriminated union).
     """
     words = sorted(set(vocabulary))
     problems = []
     for err in exc.errors(include_url=False):
-        loc = list(err["loc"])[1 if strip_first else 0:]
+        loc = list(err["loc"])
         error = (err.get("ctx") or {}).get("error")
         if isinstance(error, FieldError):
             loc += list(error.sub)
@@ -177,6 +176,14 @@ def import_path(value: str) -> str:
     if not _IMPORT_PATH.match(value):
         raise ValueError(f"{short_repr(value)} is not an import path; write 'package.module:function', "
                          f"e.g. 'cuberay.examples.digits:train_func'")
+    return value
+
+
+def module_name(value: str) -> str:
+    """A dotted Python module name, ``package.module``."""
+    if not _MODULE.match(value):
+        raise ValueError(f"{short_repr(value)} is not a Python module name; write 'package.module', e.g. "
+                         f"'mycompany.kinds'")
     return value
 
 

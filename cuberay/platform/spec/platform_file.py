@@ -21,7 +21,7 @@ from cuberay.platform.spec.common import (
     SpecModel,
     amounts_text,
 )
-from cuberay.platform.spec.load import FieldError, over_text
+from cuberay.platform.spec.load import FieldError, module_name, over_text
 from cuberay.platform.spec.resources import Resources
 
 WILDCARD_MEMBER = "*"
@@ -183,6 +183,12 @@ class PlatformSpec(SpecModel):
                                                                 "apply an edited platform file, stop the platform "
                                                                 "and read every tenant's jobs. Whoever started "
                                                                 "the controller is one too.")
+    kinds: list[Annotated[str, AfterValidator(module_name)]] = Field(
+        default_factory=list, description="Python modules of job kinds beyond the built-in ones (plugins), e.g. "
+        "mycompany.kinds.batch: each registers its kinds with cuberay.kinds.register when imported. The "
+        "controller imports them at start and on reload and passes the list to every job driver it launches "
+        "(CUBERAY_KINDS); set CUBERAY_KINDS for the CLI too. They must be importable where the controller and "
+        "the drivers run.")
 
     @field_validator("admins")
     @classmethod

@@ -1,0 +1,20 @@
+"""The Task driver (and a command-mode TrainJob's): a command gang, one placement group bundle per worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuberay.platform.api.records import JobContext
+from cuberay.platform.runner import EXIT_FAILED, EXIT_OK, say
+
+
+def run(job: Any, ctx: JobContext) -> int:
+    from cuberay.train.gang import run_command_gang
+
+    code = run_command_gang(
+        job.spec.command, node_ids=list(ctx.node_ids), bundle=job.worker_request().to_ray(),
+        env=dict(job.spec.env), job=ctx.identity, timeout_s=job.max_runtime_s,
+        rdma_fabric=job.worker_request().rdma_fabric)
+    if code != 0:
+        say(f"the gang exited with code {code}")
+    return EXIT_OK if code == 0 else EXIT_FAILED

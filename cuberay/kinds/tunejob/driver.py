@@ -1,0 +1,30 @@
+"""The TuneJob driver: a Ray Tune search (cuberay/tune), one trial slot per worker node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuberay.errors import CuberayError
+from cuberay.platform import client
+from cuberay.platform.api.records import JobContext
+from cuberay.platform.client import RESTART_WAIT_S
+from cuberay.platform.runner import EXIT_OK, say
+
+
+def run(job: Any, ctx: JobContext) -> int:
+    from cuberay.tune.job import run_tune_job
+
+    job_id, attempt = ctx.record.id, ctx.attempt
+
+    def report(text: str, final: bool) -> None:
+        try:
+            # Progress is tried once (the next report follows soon); the result rides out a controller restart.
+            client.api(restart_wait_s=RESTART_WAIT_S if final else 0).job_report(job_id, attempt, text, final)
+        except CuberayError as err:  # progress is a nicety; the search goes on
+            say(f"could not report progress: {err}")
+
+    _, paths, text = run_tune_job(job, job_id=job_id, node_ids=list(ctx.node_ids),
+                                  storage_path=ctx.storage_path, report=report)
+    say(text)
+    say(f"trials {paths['csv']}" + (f", plot {paths['png']}" if "png" in paths else ""))
+    return EXIT_OK
