@@ -148,7 +148,7 @@ def test_replicas_run_on_the_nodes_admission_chose(served, ray_cluster) -> None:
 
 def _traffic(served: Any, action: str, changes: dict, note: str) -> None:
     """A traffic change through the controller (the only writer of Serve's config), live once it returns."""
-    traffic = client.api().serve_traffic(served["record"].id, "tester", action, changes, note)
+    traffic = client.api().serve_traffic(served["record"].id, action, changes, note)
     deploy.wait_traffic(served["serve_name"], traffic)
 
 
@@ -236,7 +236,7 @@ def test_rollout_to_a_broken_version_rolls_back_by_itself_and_history_shows_it(s
     assert outcome.applied[0] == {"v3": 50, "v1": 45, "v2": 5}
     assert traffic_of(deploy.deployed_config(name))["weights"] == {"v1": 90, "v2": 10, "v3": 0}
     changes = ops.history("digits-serve", "a")
-    assert [(c.user, c.action) for c in changes][-2:] == [("tester", "rollout"), ("cuberay", "rollback")]
+    assert [(c.user, c.action) for c in changes][-2:] == [("tester", "rollout"), ("tester", "rollback")]
     # Rolled back already: a manual rollback has nowhere to go but a change picked from the history.
     with pytest.raises(CuberayError, match="already has the weights it had before its last rollout"):
         ops.rollback("digits-serve", "a")
@@ -254,7 +254,7 @@ def test_a_rollout_step_without_requests_times_out_and_rolls_back(served) -> Non
     assert outcome.applied == [{"v2": 50, "v1": 50, "v3": 0}, {"v1": 90, "v2": 10, "v3": 0}]
     assert traffic_of(deploy.deployed_config(served["serve_name"]))["weights"] == {"v1": 90, "v2": 10, "v3": 0}
     last = ops.history("digits-serve", "a")[-1]
-    assert (last.user, last.action, last.note) == ("cuberay", "rollback", f"automatic rollback: {outcome.reason}")
+    assert (last.user, last.action, last.note) == ("tester", "rollback", f"automatic rollback: {outcome.reason}")
 
 
 def test_rollback_after_a_finished_rollout_returns_to_the_weights_before_it(served) -> None:
