@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from cuberay import kinds
-from cuberay.platform.api import JobContext
+from cuberay.platform.api.records import JobContext
 
 
 def run(job: Any, ctx: JobContext) -> int:
