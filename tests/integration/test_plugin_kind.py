@@ -41,7 +41,7 @@ def test_a_plugin_kind_is_admitted_as_a_gang_runs_its_driver_and_succeeds(toy_pl
     done, failed = client.wait(ok, timeout=180), client.wait(failing, timeout=180)
 
     assert done.state == JobState.SUCCEEDED, (done.state, done.message, "".join(client.logs(ok)))
-    admitted = [e.message for e in client._call("events", ok.id, None) if e.kind == "admitted"]
+    admitted = [e.message for e in client.api().events(ok.id, None) if e.kind == "admitted"]
     assert admitted and admitted[0].startswith("attempt 1: 2 worker(s)"), admitted
     log = "".join(client.logs(ok))
     # The controller handed its plugin list to the driver, which loaded the kind and ran the toy's run() with the
@@ -51,4 +51,4 @@ def test_a_plugin_kind_is_admitted_as_a_gang_runs_its_driver_and_succeeds(toy_pl
     # The toy keeps JobKind's retries (spec.max_failures), so the controller ran it twice before FAILED.
     assert failed.state == JobState.FAILED and failed.attempts == 2, (failed.state, failed.attempts, failed.message)
     assert "retrying (1 of 1 allowed failures used)" in " ".join(
-        e.message for e in client._call("events", failing.id, None))
+        e.message for e in client.api().events(failing.id, None))
