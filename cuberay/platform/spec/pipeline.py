@@ -97,8 +97,9 @@ class Step(SpecModel):
     job: dict[str, Any] | None = Field(None, description="The step's job, inline: kind (TrainJob, TuneJob, "
                                        "ServeApp or Task) and spec; metadata is optional (the job is named "
                                        "<pipeline>-<step> and runs in the pipeline's tenant).")
-    file: str | None = Field(None, description="Path of a job spec file, relative to the pipeline file; read "
-                                               "when the pipeline is loaded. Exactly one of job and file.")
+    file: str | None = Field(None, description="Path of a job spec file, relative to the pipeline file (or "
+                                               "absolute); read when the pipeline is loaded, which makes the "
+                                               "step inline (job set, file unset). Exactly one of job and file.")
     depends_on: list[Name] = Field(default_factory=list, description="Steps that must end first (SUCCEEDED or "
                                                                      "SKIPPED).")
     retries: int = Field(0, ge=0, description="Further attempts after a failure or a timeout.")
@@ -334,7 +335,12 @@ def _inline_files(spec: Any, base: Path, file: str | None) -> Any:
                 raise SpecError(f"no job spec file at {path}; paths are relative to the pipeline file",
                                 file=file, path=where)
             job = require_mapping(one_document(read_documents(path), "job"))
-            step = {**step, "job": dict(job)}
+            # Resolved: the step becomes inline and ``file`` goes. A loaded Pipeline is self-contained, so its
+            # dump (what the client sends, the store keeps and the controller loads again, where the client's
+            # files do not exist) is itself a valid pipeline; keeping ``file`` next to the inlined job would
+            # make every dump one that this loader refuses ("job or file, not both"). Here, not in the client,
+            # because every consumer of a loaded pipeline dumps it (submit, graph, the driver's re-tenanting).
+            step = {**{k: v for k, v in step.items() if k != "file"}, "job": dict(job)}
         steps.append(step)
     return {**spec, "steps": steps}
 
