@@ -16,7 +16,7 @@ import typer
 
 from cuberay.cli import app, progress, views
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option
-from cuberay.errors import AdmissionError, JobFailedError, NotFoundError, SpecError
+from cuberay.errors import NotFoundError, SpecError
 from cuberay.platform import client, runner
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -100,12 +100,7 @@ def next_steps(job_id: str, tenant: str) -> str:
 
 def raise_for_end(record: JobRecord) -> None:
     """Map a terminal record to the exit code: FAILED -> 1, REJECTED -> 3, else 0."""
-    state = JobState(record.state)
-    if state == JobState.FAILED:
-        raise JobFailedError(f"job {record.id!r} FAILED: {record.message or 'no message'}; "
-                             f"read its log with `cuberay logs {record.id}`")
-    if state == JobState.REJECTED:
-        raise AdmissionError(f"job {record.id!r} was REJECTED: {record.reason or record.message or 'no reason'}")
+    progress.raise_for_end(record, "job", f"read its log with `cuberay logs {record.id}`")
 
 
 @app.command()
@@ -117,7 +112,8 @@ def run(
 
     For `ray job submit -- cuberay run job.yaml`: the Ray Job is the driver; it
     prints its queue position and why it waits until admitted, then runs with
-    the allocation the controller chose. Exit 1 if the job FAILED.
+    the allocation the controller chose. It always waits (it is the job's driver): it returns when the job
+    ends, exit 1 if it FAILED.
     """
     def on_wait(entry: client.QueueEntry | None, record: JobRecord) -> None:
         # Plain lines: a Ray Job's log is a file, not a terminal.

@@ -1,7 +1,8 @@
 """``cuberay pipeline``: DAGs of jobs with retries, timeouts, outputs and cron schedules.
 
-    cuberay pipeline submit FILE        store it; without a schedule it also runs now
-    cuberay pipeline run NAME           a manual run (waits its turn; --supersede cancels running runs first)
+    cuberay pipeline submit FILE        store it; without a schedule it also runs now (--wait: until it ends)
+    cuberay pipeline run NAME           a manual run (waits its turn; --supersede cancels running runs first;
+                                        --wait: until it ends)
     cuberay pipeline runs [NAME]        runs: trigger, execution date, state, why
     cuberay pipeline status RUN|NAME    a run's steps: state, attempts, job, outputs
     cuberay pipeline cancel RUN|NAME    cancel a run and its steps' jobs
@@ -17,7 +18,7 @@ from typing import Any, Optional
 import typer
 import yaml
 
-from cuberay.cli import app
+from cuberay.cli import app, progress
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option
 from cuberay.errors import SpecError
 
@@ -27,6 +28,8 @@ app.add_typer(pipeline_app, name="pipeline")
 
 TENANT = typer.Option(None, "--tenant", "-t", help="Tenant of the pipeline (default: the spec's, else your only one).")
 RUN_COLUMNS = ["run", "pipeline", "trigger", "execution_date", "state", "message"]
+WAIT_HELP = ("Follow the run until it ends, a line per change (steps starting, ending, retrying); exit 1 if it "
+             "FAILED, 0 if it SUCCEEDED or was CANCELLED, as `cuberay submit --wait`.")
 STEP_COLUMNS = ["step", "state", "attempt", "job", "outputs", "message"]
 
 
@@ -49,21 +52,40 @@ def _run_row(run: Any) -> dict[str, Any]:
 def submit(file: Path = typer.Argument(..., metavar="FILE", help="A Pipeline spec (YAML)."),
            tenant: Optional[str] = TENANT,
            run: bool = typer.Option(True, "--run/--no-run", help="Start a run now (pipelines without a schedule)."),
+           wait: bool = typer.Option(False, "--wait", "-w", help=WAIT_HELP),
            output: Format = output_option()) -> None:
     """Store the pipeline in FILE (a new one, or a new version of it). Exit 2 on a spec error."""
     info = _api().submit(file, tenant, run=run)
-    if output != Format.table:
+    if wait and info["run"] is None:
+        why = "it has a schedule" if info["scheduled"] else "--no-run"
+        raise SpecError(f"pipeline {info['pipeline']!r} was stored, but --wait has no run to follow ({why}: "
+                        f"submit started none); start one and follow it with `cuberay pipeline run "
+                        f"{info['pipeline']} --wait`")
+    if output == Format.table:
+        print(f"Pipeline '{info['tenant']}/{info['pipeline']}' stored")
+        if info["run"] is not None:
+            print(f"Run '{info['run'].id}' submitted")
+        err = error_console()
+        if info["scheduled"]:
+            err.print("Its schedule makes runs from now on: cuberay pipeline runs " + info["pipeline"],
+                      highlight=False)
+        elif info["run"] is not None:
+            err.print(f"  status: cuberay pipeline status {info['run'].id}\n"
+                      f"  graph:  cuberay pipeline graph {info['run'].id}", highlight=False)
+    elif not wait:
         emit(info, output)
-        return
-    print(f"Pipeline '{info['tenant']}/{info['pipeline']}' stored")
-    if info["run"] is not None:
-        print(f"Run '{info['run'].id}' submitted")
-    err = error_console()
-    if info["scheduled"]:
-        err.print("Its schedule makes runs from now on: cuberay pipeline runs " + info["pipeline"], highlight=False)
-    elif info["run"] is not None:
-        err.print(f"  status: cuberay pipeline status {info['run'].id}\n"
-                  f"  graph:  cuberay pipeline graph {info['run'].id}", highlight=False)
+    if wait:
+        _follow(info["run"].id, output)
+
+
+def _follow(run_id: str, output: Format) -> None:
+    """``--wait``: follow the run on stderr, print its end (the record only, for -o json|yaml), exit by it."""
+    record = progress.watch_run(run_id, error_console())
+    if output != Format.table:
+        emit(record, output)
+    else:
+        print(f"Run '{record.id}' {record.state.value.lower()}")
+    progress.raise_for_end(record, "pipeline run", f"see its steps with `cuberay pipeline status {record.id}`")
 
 
 def _params(values: list[str]) -> dict[str, Any]:
@@ -82,13 +104,16 @@ def run_(name: str = typer.Argument(..., metavar="NAME", help="A stored pipeline
          param: list[str] = typer.Option([], "--param", "-p", help="NAME=VALUE overriding a parameter (repeat)."),
          supersede: bool = typer.Option(False, "--supersede", help="Cancel the pipeline's waiting and running runs "
                                                                    "first (CubeStudio's manual run)."),
+         wait: bool = typer.Option(False, "--wait", "-w", help=WAIT_HELP),
          output: Format = output_option()) -> None:
     """A manual run of NAME. It waits its turn among the schedule's runs unless --supersede."""
     record = _api().run(name, tenant, params=_params(param), supersede=supersede)
-    if output != Format.table:
+    if output == Format.table:
+        print(f"Run '{record.id}' submitted")
+    elif not wait:
         emit(record, output)
-        return
-    print(f"Run '{record.id}' submitted")
+    if wait:
+        _follow(record.id, output)
 
 
 @pipeline_app.command()

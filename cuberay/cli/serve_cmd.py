@@ -1,8 +1,9 @@
 """``cuberay serve``: deploy a ServeApp, see it, move its traffic, undo, delete.
 
-    cuberay serve deploy FILE           check, submit, wait until Serve runs it
+    cuberay serve deploy FILE           check, submit, wait until Serve runs it (--no-wait: once queued)
     cuberay serve status APP            state, nodes, weights, per-version requests/errors/latency
     cuberay serve rollout APP --to V    shift traffic to V step by step; rolls back by itself on errors or no data
+                                        (it waits: it ends with the rollout, exit 1 if it rolled back)
     cuberay serve rollback APP          restore the weights before the last rollout (--to ID: those of a change)
     cuberay serve history APP           every traffic change: id, when, who, what
     cuberay serve delete APP            take it off Serve and free its quota
@@ -36,9 +37,14 @@ def _ops() -> Any:
 
 @serve_app.command()
 def deploy(file: Path = typer.Argument(..., metavar="FILE", help="A ServeApp spec (YAML)."),
-           tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
-    """Check FILE (checkpoints, route, engine), submit it and wait until Serve runs it."""
-    record = _ops().deploy_app(file, tenant)
+           tenant: Optional[str] = TENANT,
+           wait: bool = typer.Option(True, "--wait/--no-wait",
+                                     help="Wait until Serve runs the app (the default, up to 5 minutes; exit 1 if "
+                                          "it ends instead); --no-wait returns once it is queued (then `cuberay "
+                                          "serve status APP`)."),
+           output: Format = OUTPUT) -> None:
+    """Check FILE (checkpoints, route, engine), submit it and wait until Serve runs it (--no-wait: don't)."""
+    record = _ops().deploy_app(file, tenant, wait_s=300.0 if wait else 0.0)
     if output == Format.table:
         print(f"App '{record.id}' {record.state.value.lower()}")
         error_console().print(f"  status:   cuberay serve status {record.name}\n"
@@ -80,7 +86,8 @@ def rollout(name: str = typer.Argument(..., metavar="APP"),
                                              "rolls back (default: the spec's rollout.step_timeout)."),
             tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
     """Shift traffic to --to step by step; a step passes once --to answered rollout.min_requests within the
-    health limits. Exit 1 if a step broke a limit or got too few requests in time, and it rolled back."""
+    health limits. It always waits: it returns once all traffic is on --to (exit 0), or a step broke a limit
+    or got too few requests in time and it rolled back (exit 1); a line per step on stderr meanwhile."""
     parsed: Any = None
     if steps:
         parsed = int(steps) if steps.isdigit() else [float(s) for s in steps.split(",")]
