@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -49,7 +49,7 @@ def submit(
         _submit_copies(file, count, tenant, wait=wait, request_id=request_id)
         return
     ref = client.submit(file, tenant, user=client.current_user(), request_id=request_id)
-    record = announce_and_follow(ref, output, wait)
+    record = announce_and_follow(ref, output, wait, chosen=lambda: client.tenant_choice(file, tenant)["text"])
     if record is None:
         return
     if output != Format.table:
@@ -64,17 +64,19 @@ def _submit_copies(file: Path, count: int, tenant: str | None, *, wait: bool, re
         raise SpecError("--count takes neither --wait nor --request-id (they follow or name one job); follow the "
                         "copies with `cuberay queue`, or submit one job at a time")
     refs = client.submit_copies(file, count, tenant, user=client.current_user())
-    print(f"Queued {len(refs)} jobs: {refs[0].id} .. {refs[-1].id}")
+    print(f"Queued {len(refs)} jobs: {refs[0].id} .. {refs[-1].id} in {client.tenant_choice(file, tenant)['text']}")
 
 
-def announce_and_follow(ref: Any, output: Format, wait: bool) -> JobRecord | None:
-    """Say the job was submitted (and whether its resources were corrected); with ``wait``, follow it to its end.
+def announce_and_follow(ref: Any, output: Format, wait: bool,
+                        chosen: Callable[[], str] | None = None) -> JobRecord | None:
+    """Say the job was submitted, to which tenant and why (``chosen()``: "tenant vision (CUBERAY_TENANT)"), and
+    whether its resources were corrected; with ``wait``, follow it to its end.
 
     Returns the final record when waiting, else None (the record was printed for ``-o json|yaml``).
     """
     err = error_console()
     if output == Format.table:
-        print(f"Job '{ref.id}' submitted")
+        print(f"Job '{ref.id}' submitted" + (f" to {chosen()}" if chosen is not None else ""))
         correction = client.status(ref.id).correction
         if correction:
             from cuberay.platform.control.correcting import describe

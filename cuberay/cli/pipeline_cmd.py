@@ -62,7 +62,8 @@ def submit(file: Path = typer.Argument(..., metavar="FILE", help="A Pipeline spe
                         f"submit started none); start one and follow it with `cuberay pipeline run "
                         f"{info['pipeline']} --wait`")
     if output == Format.table:
-        print(f"Pipeline '{info['tenant']}/{info['pipeline']}' stored")
+        print(f"Pipeline '{info['tenant']}/{info['pipeline']}' stored in tenant {info['tenant']} "
+              f"({info['tenant_why']})")
         if info["run"] is not None:
             print(f"Run '{info['run'].id}' submitted")
         err = error_console()

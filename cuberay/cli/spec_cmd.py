@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import getpass
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -16,6 +17,7 @@ from cuberay.cli import app
 from cuberay.cli.importable import import_paths, import_problem
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option, write_text
 from cuberay.errors import CuberayError, SpecError
+from cuberay.platform.api import TENANT_ENV, USER_ENV
 from cuberay.platform.policy.fit import check_job
 from cuberay.platform.spec import (
     Platform,
@@ -123,15 +125,18 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None, impo
         return {"file": file, "kind": "Platform", "name": doc.metadata.name, "summary": summary}
     if import_check:
         check_imports(doc, file)
+    resolved = None
     if plat is not None:
         if tenant:
             doc = doc.with_tenant(tenant)
-        elif doc.tenant is None:  # as at submit: the user's only tenant
-            doc = doc.with_tenant(plat.resolve_tenant(getpass.getuser()).name)
+        elif doc.tenant is None:  # as at submit: CUBERAY_TENANT, the platform file's defaults, the only tenant
+            user = os.environ.get(USER_ENV) or getpass.getuser()
+            chosen = plat.choose_tenant(user, preferred=os.environ.get(TENANT_ENV) or None)
+            doc, resolved = doc.with_tenant(chosen.tenant.name), chosen.text
         check_job(plat, doc, file=file)
     workers = str(doc.min_workers) if doc.min_workers == doc.max_workers else f"{doc.min_workers}-{doc.max_workers}"
     per_worker = format_resources(doc.worker_request().resources)
-    where = f" in {doc.tenant}" if doc.tenant else ""
+    where = f" in {resolved}" if resolved else f" in {doc.tenant}" if doc.tenant else ""
     return {"file": file, "kind": doc.kind, "name": doc.name, "tenant": doc.tenant, "workers": workers,
             "per_worker": per_worker, "summary": f"{doc.kind} {doc.name}{where}, {workers} workers x {per_worker}"}
 

@@ -53,6 +53,7 @@ def tenant_platform(platform: Any, tenant: Any, shares: list[PoolShare]) -> dict
             **platform.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)}
     data["metadata"]["name"] = platform.metadata.name
     data["spec"]["tenants"] = [t for t in data["spec"]["tenants"] if t["name"] == tenant.name]
+    data["spec"].pop("default_tenant", None)  # one tenant: every job's, no default to name
     sizes = {s.pool.name: s.max_replicas for s in shares if s.max_replicas > 0}
     pools = [p for p in data["spec"].get("node_pools", []) if p["name"] in sizes]
     for pool in pools:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, cast
 
 from cuberay.errors import PlatformNotRunningError
-from cuberay.platform.api import TOKEN_ENV, USER_ENV, Caller, ControllerAPI
+from cuberay.platform.api import TENANT_ENV, TOKEN_ENV, USER_ENV, Caller, ControllerAPI
 from cuberay.platform.api.records import JobRecord, JobRef, LogChunk, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.transport import Transport
@@ -64,9 +64,11 @@ def using(transport: Transport) -> Iterator[None]:
 
 
 def caller() -> Caller:
-    """Who this process's calls are from: the user (CUBERAY_USER, else the login name) and, in a job's processes,
-    the secret of its driver's attempt (the launcher puts it in their environment)."""
-    return Caller(user=_ACTING.get() or current_user(), token=_TOKEN.get() or os.environ.get(TOKEN_ENV) or None)
+    """Who this process's calls are from: the user (CUBERAY_USER, else the login name), their own default tenant
+    (CUBERAY_TENANT) and, in a job's processes, the secret of its driver's attempt (the launcher puts it in their
+    environment)."""
+    return Caller(user=_ACTING.get() or current_user(), token=_TOKEN.get() or os.environ.get(TOKEN_ENV) or None,
+                  tenant=os.environ.get(TENANT_ENV) or None)
 
 
 def _job_id(job: JobRef | str) -> str:
@@ -223,6 +225,16 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
                                                  submission_id, request_id or f"auto-{uuid.uuid4().hex}",
                                                  driver_token)
     return JobRef(record.id, record.tenant, record.name)
+
+
+def tenant_choice(spec_or_path: Any = None, tenant: str | None = None, *, user: str | None = None) -> dict[str, str]:
+    """The tenant a submit of ``spec_or_path`` with ``tenant`` (--tenant) goes to, and why: ``{"tenant", "why",
+    "text"}``, e.g. text "tenant vision (CUBERAY_TENANT)". The controller's own resolution (--tenant, the spec's
+    metadata.tenant, CUBERAY_TENANT, the platform file's defaults, the user's only tenant), so what a message
+    says is what submit does; SpecError (2) or AdmissionError (3) as submit would raise them."""
+    spec_tenant = None if spec_or_path is None else _runnable(spec_or_path).tenant
+    with acting_as(user):
+        return api().tenant_choice(tenant, spec_tenant)
 
 
 def submit_copies(spec_or_path: Any, count: int, tenant: str | None = None, *,

@@ -58,8 +58,8 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
     """Check, submit and wait until Serve runs the app; the job record."""
     app = _load(spec_or_path)
     user = user or client.current_user()
-    if tenant or app.tenant is None:
-        app = app.with_tenant(tenant or _only_tenant(user))  # type: ignore[assignment]
+    if tenant or app.tenant is None:  # the controller's resolution (CUBERAY_TENANT, the platform's defaults)
+        app = app.with_tenant(client.tenant_choice(app, tenant, user=user)["tenant"])  # type: ignore[assignment]
     entry_for(app, [], client.api())  # checkpoints, engines: fail here, not in the driver
     ref = client.submit(app, app.tenant, user=user)
     deadline = time.monotonic() + wait_s
@@ -73,13 +73,6 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
         if time.monotonic() > deadline:
             return record  # queued or starting: `cuberay serve status` follows it
         time.sleep(1.0)
-
-
-def _only_tenant(user: str) -> str:
-    names = [t.name for t in client.tenants()]
-    if len(names) == 1:
-        return names[0]
-    raise SpecError(f"the spec names no tenant and {user!r} may use several ({', '.join(names)}); pass --tenant")
 
 
 def status(name: str, tenant: str | None = None) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def test_submit_prints_the_id_and_next_steps_and_a_repeated_request_id_returns_t
     path = spec_file(tmp_path, task("steps"))
     assert main(["submit", path]) == 0
     out, err = capsys.readouterr()
-    assert out.strip() == "Job 'vision-steps-1' submitted"
+    assert out.strip() == "Job 'vision-steps-1' submitted to tenant vision (metadata.tenant)"
     for line in ("Next steps", "cuberay status vision-steps-1", "cuberay logs vision-steps-1 -f",
                  "cuberay cancel vision-steps-1"):
         assert line in err

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from cuberay.cli import main
-from cuberay.errors import SpecError
 from cuberay.platform import client
-from cuberay.platform.control.convert import resolve_tenant
+from cuberay.platform.control.convert import choose_tenant
 from cuberay.platform.spec import load_platform, load_spec
 from cuberay.platform.transport import ray_call
 
@@ -77,7 +76,7 @@ def test_every_local_login_may_submit_every_example(user: str) -> None:
     for path in sorted((REPO_ROOT / "configs" / "jobs").glob("*.yaml")):
         job = load_spec(path)
         assert job.tenant is not None, f"{path.name}: examples name their tenant"
-        assert resolve_tenant(PLATFORM, user, job.tenant).name == job.tenant
+        assert choose_tenant(PLATFORM, user, None, job.tenant).tenant.name == job.tenant
 
 
 def test_shipped_platform_tenants_and_admins() -> None:
@@ -86,9 +85,11 @@ def test_shipped_platform_tenants_and_admins() -> None:
     assert {t.name: t.admins for t in PLATFORM.tenants} == {"vision": ["alice"], "nlp": ["carol"],
                                                             "research": ["carol"]}
     assert PLATFORM.tenants_of("root") == ["vision", "nlp", "research"]
-    assert PLATFORM.resolve_tenant("alice").name == "vision"  # an admin gets the tenant they are named in
-    with pytest.raises(SpecError, match="several tenants.*--tenant"):
-        PLATFORM.resolve_tenant("root")  # open to all: a job names its tenant, or --tenant does
+    # Open to all, so a file without a tenant (an NNI experiment) needs a default: the scavenger tenant's.
+    assert PLATFORM.spec.default_tenant == "research"
+    assert PLATFORM.choose_tenant("root").text == "tenant research (the platform's default_tenant)"
+    assert PLATFORM.choose_tenant("alice").tenant.name == "research"  # the default comes before "named in one"
+    assert PLATFORM.choose_tenant("root", preferred="nlp").text == "tenant nlp (CUBERAY_TENANT)"
 
 
 def test_the_demo_wait_still_comes_from_vision_quota() -> None:

@@ -65,6 +65,9 @@ class ControllerAPI(Protocol):
     @declare(anyone(), "Quota, use and borrowing per tenant.", reads=True)
     def tenants(self) -> list[TenantUsage]: ...
 
+    @declare(anyone(), "The tenant a submit of the caller's would use, and why.", reads=True)
+    def tenant_choice(self, tenant: str | None = None, spec_tenant: str | None = None) -> dict[str, str]: ...
+
     @declare(anyone(), "Job id -> node id per worker of every running job.", reads=True)
     def running(self) -> dict[str, list[str]]: ...
 

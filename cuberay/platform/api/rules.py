@@ -32,6 +32,10 @@ class Caller(BaseModel):
     token: str | None = Field(default=None, repr=False,
                               description="A job driver's attempt secret, or the platform's own credential; "
                                           "None for a person's call.")
+    tenant: str | None = Field(default=None, max_length=63,
+                               description="The caller's own default tenant (CUBERAY_TENANT): used by a call "
+                                           "that names no tenant and whose spec names none, before the "
+                                           "platform file's defaults.")
 
 
 class Who(str, Enum):

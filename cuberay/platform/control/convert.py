@@ -17,6 +17,7 @@ from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Job, Platform, Tenant
+from cuberay.platform.spec.platform_file import TENANT_ENV, TenantChoice
 
 
 def require_runnable(job: Job, file: str | None = None) -> None:
@@ -41,21 +42,27 @@ def live_platform(platform: Platform) -> Platform:
     return platform.model_copy(update={"spec": spec})
 
 
-def resolve_tenant(platform: Platform, user: str, requested: str | None) -> Tenant:
-    """The tenant ``user`` submits to; AdmissionError naming its members and admins if not allowed."""
-    if requested is not None:
-        tenant = next((t for t in platform.tenants if t.name == requested), None)
+def choose_tenant(platform: Platform, user: str, requested: str | None, spec_tenant: str | None = None,
+                  preferred: str | None = None) -> TenantChoice:
+    """The tenant ``user`` submits to and why (:meth:`Platform.choose_tenant`: --tenant, metadata.tenant, the
+    caller's CUBERAY_TENANT, the platform file's defaults, the only tenant); AdmissionError naming the asked
+    tenant's members and admins if the user is not one of them."""
+    asked = next(((name, why) for name, why in ((requested, ""), (spec_tenant, ""), (preferred, f" ({TENANT_ENV})"))
+                  if name is not None), None)
+    if asked is not None:
+        name, source = asked
+        tenant = next((t for t in platform.tenants if t.name == name), None)
         if tenant is not None and not tenant.is_member(user):
             mine = platform.tenants_of(user)
             members = ", ".join(tenant.members) or "none"
             admins = ", ".join(tenant.admins) or "none listed"
             raise AdmissionError(
-                f"user {user!r} may not submit to tenant {requested!r}: its members are {members} and its "
-                f"admins {admins}. Ask an admin of {requested!r} to add you to tenants.{requested}.members "
+                f"user {user!r} may not submit to tenant {name!r}{source}: its members are {members} and its "
+                f"admins {admins}. Ask an admin of {name!r} to add you to tenants.{name}.members "
                 f"in the platform file (then apply it with `cuberay up`, no restart needed), or submit to "
                 f"{'one of your tenants: ' + ', '.join(mine) if mine else 'a tenant you belong to'} "
                 f"(set CUBERAY_USER if you are someone else)")
-    return platform.resolve_tenant(user, requested)
+    return platform.choose_tenant(user, requested, spec_tenant=spec_tenant, preferred=preferred)
 
 
 def same_request(earlier: JobRecord, job: Job) -> JobRecord:

@@ -14,6 +14,7 @@ hold the platform credential, made afresh by each controller process and never s
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -47,6 +48,7 @@ class Principal:
     job_tenant: str | None = None   # that job's tenant
     admin: bool = False             # a platform admin (or the platform)
     target: Any = None              # what the rule was about: a JobRecord, a RunRecord or a tenant name
+    preferred_tenant: str | None = None  # the caller's own default tenant (CUBERAY_TENANT), for tenant resolution
 
     @property
     def is_platform(self) -> bool:
@@ -79,7 +81,7 @@ class Guard:
         admin = platform.is_admin(caller.user) or caller.user == self.installer
         token = caller.token
         if token is None:
-            return Principal(caller.user, admin=admin)
+            return Principal(caller.user, admin=admin, preferred_tenant=caller.tenant)
         if token.startswith(_PLATFORM_PREFIX):
             if hmac.compare_digest(token, self._credential):
                 return Principal(caller.user, "platform", admin=True)
@@ -235,7 +237,7 @@ def _as_caller(caller: Any) -> Caller:
 
 
 def _with(who: Principal, target: Any) -> Principal:
-    return Principal(who.user, who.kind, who.job_id, who.job_tenant, who.admin, target)
+    return dataclasses.replace(who, target=target)
 
 
 def _verb(method: str) -> str:

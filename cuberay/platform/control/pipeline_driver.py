@@ -37,6 +37,7 @@ from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform
 from cuberay.platform.spec.pipeline import Pipeline, step_job
 from cuberay.platform.spec.pipeline import load_pipeline as _load_pipeline
+from cuberay.platform.spec.platform_file import TenantChoice
 
 log = logging.getLogger("cuberay.pipelines")
 
@@ -91,17 +92,19 @@ class PipelineDriver:
 
     # ------------------------------------------------------------------ API
 
-    def put(self, spec: Mapping[str, Any], user: str, tenant: str | None) -> tuple[Pipeline, str]:
-        """Validate and store a definition; returns it (in its tenant) and the tenant name."""
+    def put(self, spec: Mapping[str, Any], user: str, tenant: str | None,
+            preferred: str | None = None) -> tuple[Pipeline, TenantChoice]:
+        """Validate and store a definition; returns it (in its tenant) and the tenant chosen (and why)."""
         pipe = load_pipeline(dict(spec))
-        owner = conv.resolve_tenant(self.platform, user, tenant or pipe.tenant)
+        choice = conv.choose_tenant(self.platform, user, tenant, pipe.tenant, preferred)
+        owner = choice.tenant
         if pipe.tenant != owner.name:
             data = pipe.model_dump(mode="json")
             data["metadata"]["tenant"] = owner.name
             pipe = load_pipeline(data)
         self.book.put_pipeline(owner.name, pipe.name, user, pipe.model_dump(mode="json"), self.clock())
-        self.store.add_event("pipeline", f"pipeline {owner.name}/{pipe.name} submitted by {user}")
-        return pipe, owner.name
+        self.store.add_event("pipeline", f"pipeline {owner.name}/{pipe.name} submitted by {user} ({choice.text})")
+        return pipe, choice
 
     async def request_run(self, tenant: str, name: str, user: str, params: Mapping[str, Any] | None = None,
                           supersede: bool = False) -> RunRecord:

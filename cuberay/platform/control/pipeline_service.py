@@ -58,17 +58,18 @@ class PipelineService:
                               run: bool = True) -> dict[str, Any]:
         """Store a pipeline; one without a schedule also gets a run now (unless ``run`` is False)."""
         async with self._lock:
-            pipe, owner = self.driver.put(spec, who.user, tenant)
+            pipe, choice = self.driver.put(spec, who.user, tenant, who.preferred_tenant)
+            owner = choice.tenant.name
             made = None
             if run and pipe.spec.schedule is None:
                 made = await self.driver.request_run(owner, pipe.name, who.user)
-            return {"tenant": owner, "pipeline": pipe.name, "scheduled": pipe.spec.schedule is not None,
-                    "run": made}
+            return {"tenant": owner, "tenant_why": choice.why, "pipeline": pipe.name,
+                    "scheduled": pipe.spec.schedule is not None, "run": made}
 
     async def pipeline_run(self, who: Principal, name: str, tenant: str | None = None,
                            params: Mapping[str, Any] | None = None, supersede: bool = False) -> RunRecord:
         async with self._lock:
-            owner = self._pipeline_tenant(name, tenant, who.user)
+            owner = self._pipeline_tenant(name, tenant, who)
             if supersede:  # it cancels the pipeline's other runs: a change, like cancelling them one by one
                 pipe = self.driver.book.get_pipeline(owner, name)
                 self.guard.require_owner(who, f"the runs of pipeline {name!r} (--supersede)", pipe.user, owner)
@@ -101,14 +102,22 @@ class PipelineService:
                                 f"tenant(s) {', '.join(others)}, whose members may")
             raise
 
-    def _pipeline_tenant(self, name: str, tenant: str | None, user: str) -> str:
+    def _pipeline_tenant(self, name: str, tenant: str | None, who: Principal) -> str:
+        """The tenant of the stored pipeline ``name``: --tenant, else the only one of the caller's tenants that
+        has it, else (several have it) the caller's own default tenant (CUBERAY_TENANT) among them."""
+        user = who.user
+        tenant = tenant or (who.preferred_tenant if who.preferred_tenant in self._owners(name, user) else None)
         if tenant is not None:
             return tenant
-        owners = [p.tenant for p in self.driver.book.pipelines()
-                  if p.name == name and self._platform().tenant(p.tenant).is_member(user)]
+        owners = self._owners(name, user)
         if not owners:
             raise NotFoundError(f"no pipeline named {name!r} in your tenants; submit it with "
                                 f"`cuberay pipeline submit FILE`")
         if len(owners) > 1:
-            raise SpecError(f"pipeline {name!r} exists in tenants {', '.join(owners)}; pass --tenant")
+            raise SpecError(f"pipeline {name!r} exists in tenants {', '.join(owners)}; pass --tenant (or set "
+                            f"CUBERAY_TENANT to one of them)")
         return owners[0]
+
+    def _owners(self, name: str, user: str) -> list[str]:
+        return [p.tenant for p in self.driver.book.pipelines()
+                if p.name == name and self._platform().tenant(p.tenant).is_member(user)]

@@ -47,7 +47,7 @@ class Submitting:
                 earlier = self.store.find_request(user, request_id)
                 if earlier is not None:
                     return conv.same_request(earlier, job)
-            owner, job, correction, now = self._owned(job, tenant, user)
+            owner, job, correction, now = self._owned(job, tenant, who)
             self._unclaimed(job, user, 1)
             seq = await self._seqs(owner.name, job.name, 1)
             job_id = f"{owner.name}-{job.name}-{seq}"
@@ -84,7 +84,7 @@ class Submitting:
         job = load_spec(dict(spec))
         conv.require_runnable(job)
         async with self._submit_lock:
-            owner, job, correction, now = self._owned(job, tenant, user)
+            owner, job, correction, now = self._owned(job, tenant, who)
             self._unclaimed(job, user, count)
             first = await self._seqs(owner.name, job.name, count)
             ids = [f"{owner.name}-{job.name}-{seq}" for seq in range(first, first + count)]
@@ -105,10 +105,11 @@ class Submitting:
 
     # ------------------------------------------------------------------ pieces
 
-    def _owned(self, job: Any, tenant: str | None, user: str) -> tuple[Any, Any, Any, float]:
+    def _owned(self, job: Any, tenant: str | None, who: Principal) -> tuple[Any, Any, Any, float]:
         """(tenant, job as that tenant's, resource correction, now); AdmissionError if the user may not."""
+        user = who.user
         try:
-            owner = conv.resolve_tenant(self.platform, user, tenant or job.tenant)
+            owner = conv.choose_tenant(self.platform, user, tenant, job.tenant, who.preferred_tenant).tenant
         except AdmissionError as err:
             self.store.add_event("denied", f"submit of {job.kind} {job.name!r} by {user}: {err}")
             raise

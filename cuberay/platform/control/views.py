@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from cuberay.platform.api.records import EventRecord, JobRecord, LogChunk, QueueEntry, TenantUsage
+from cuberay.platform.control import convert as conv
 from cuberay.platform.control import logs as job_logs
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
@@ -74,6 +75,14 @@ class Views:
     @endpoint
     async def tenants(self, who: Principal) -> list[TenantUsage]:
         return list(self.snapshot.tenants)
+
+    @endpoint
+    async def tenant_choice(self, who: Principal, tenant: str | None = None,
+                            spec_tenant: str | None = None) -> dict[str, str]:
+        """What a submit with ``tenant`` (--tenant) of a spec naming ``spec_tenant`` resolves to, and why: the
+        controller's own resolution (control/convert.py choose_tenant), so a message says what submit did."""
+        choice = conv.choose_tenant(self.platform, who.user, tenant, spec_tenant, who.preferred_tenant)
+        return {"tenant": choice.tenant.name, "why": choice.why, "text": choice.text}
 
     @endpoint
     async def running(self, who: Principal) -> dict[str, list[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,6 +26,7 @@ from cuberay.platform.spec.load import FieldError, module_name, over_text
 from cuberay.platform.spec.resources import Resources
 
 WILDCARD_MEMBER = "*"
+TENANT_ENV = "CUBERAY_TENANT"  # the user's own default tenant, read by the client and carried by each call
 _DATABASE_URL = re.compile(r"^[\w+]+://")
 _URL_PASSWORD = re.compile(r"^(?P<head>[\w+]+://[^/@:]*):[^/@]*@")
 
@@ -99,12 +101,15 @@ class Tenant(SpecModel):
     mounts: list[Mount] = Field(default_factory=list, description='CubeStudio-style mounts, kept verbatim: '
                                                                 '"name(pvc):/mnt", "/data(hostpath):/data".')
     pools: list[Name] | None = Field(None, description="Node pools the tenant may use; null = all of them.")
+    default_for: list[str] = Field(default_factory=list, description="Logins (members) whose jobs run here when "
+                                   "they name no tenant and may use several: a per-member default, before "
+                                   "spec.default_tenant. A login is listed in one tenant at most.")
     pool_quotas: dict[str, PoolQuota] = Field(default_factory=dict, description="Quota per node pool, replacing "
                                               "the default split of the cluster-wide quota (in proportion to pool "
                                               "capacity) for that pool; pool name -> {guaranteed, max, "
                                               "lending_limit}.")
 
-    @field_validator("members", "admins")
+    @field_validator("members", "admins", "default_for")
     @classmethod
     def _logins(cls, v: list[str]) -> list[str]:
         for i, login in enumerate(v):
@@ -118,6 +123,17 @@ class Tenant(SpecModel):
         if WILDCARD_MEMBER in v:
             raise FieldError([v.index(WILDCARD_MEMBER)], '"*" is only allowed in members; list admins by name')
         return v
+
+    @model_validator(mode="after")
+    def _defaults_are_members(self) -> Tenant:
+        for i, login in enumerate(self.default_for):
+            if login == WILDCARD_MEMBER:
+                raise FieldError(["default_for", i], '"*" is not a login: for everyone\'s default set '
+                                                     f"spec.default_tenant: {self.name}")
+            if not self.is_member(login):
+                raise FieldError(["default_for", i], f"{login!r} is not a member of tenant {self.name!r}, so it "
+                                                     f"cannot be their default; add them to members too")
+        return self
 
     def is_member(self, user: str) -> bool:
         return user in self.members or user in self.admins or WILDCARD_MEMBER in self.members
@@ -176,6 +192,10 @@ class PlatformSpec(SpecModel):
     database: str | None = Field(None, description="SQLAlchemy URL, e.g. postgresql://host/cuberay; null = "
                                                    "SQLite at <storage>/cuberay.db.")
     tenants: list[Tenant] = Field(min_length=1, description="The tenants; names are unique.")
+    default_tenant: Name | None = Field(None, description="Where a job that names no tenant runs for a user who "
+                                        "may use several (after --tenant, metadata.tenant, CUBERAY_TENANT and "
+                                        "the user's tenants[].default_for); only for its members. null = none: "
+                                        "such a user names a tenant.")
     node_pools: list[NodePool] = Field(default_factory=list, description="Node pools for simulation and KubeRay; "
                                                                          "empty = use the nodes Ray has.")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="Admission settings.")
@@ -221,6 +241,21 @@ class PlatformSpec(SpecModel):
         return v
 
     @model_validator(mode="after")
+    def _defaults(self) -> PlatformSpec:
+        names = [t.name for t in self.tenants]
+        if self.default_tenant is not None and self.default_tenant not in names:
+            raise FieldError(["default_tenant"], f"{self.default_tenant!r} is not a tenant (tenants: "
+                                                 f"{', '.join(names)}); name one of them, or null")
+        first: dict[str, str] = {}
+        for i, tenant in enumerate(self.tenants):
+            for j, login in enumerate(tenant.default_for):
+                if login in first:
+                    raise FieldError(["tenants", i, "default_for", j], f"{login!r} already has tenant "
+                                     f"{first[login]!r} as default; a login has one default, remove one")
+                first[login] = tenant.name
+        return self
+
+    @model_validator(mode="after")
     def _pool_names(self) -> PlatformSpec:
         known = {p.name for p in self.node_pools}
         for i, tenant in enumerate(self.tenants):
@@ -256,6 +291,18 @@ class PlatformMeta(SpecModel):
     labels: Labels = Field(default_factory=dict, description="Free-form labels.")
 
 
+@dataclass(frozen=True)
+class TenantChoice:
+    """A resolved tenant and why it was chosen (``text``: "tenant vision (CUBERAY_TENANT)")."""
+
+    tenant: Tenant
+    why: str
+
+    @property
+    def text(self) -> str:
+        return f"tenant {self.tenant.name} ({self.why})"
+
+
 class Platform(SpecModel):
     """The admin's file: tenants, quotas, node pools (``configs/platform.yaml``)."""
 
@@ -282,27 +329,51 @@ class Platform(SpecModel):
         return named + [t.name for t in self.spec.tenants if t.is_member(user) and t.name not in named]
 
     def resolve_tenant(self, user: str, requested: str | None = None) -> Tenant:
-        """The tenant a job of ``user`` runs in: ``requested`` (checked), else the user's only tenant.
+        """The tenant a job of ``user`` runs in (:meth:`choose_tenant` without a spec or an env default)."""
+        return self.choose_tenant(user, requested).tenant
+
+    def choose_tenant(self, user: str, requested: str | None = None, *, spec_tenant: str | None = None,
+                      preferred: str | None = None) -> TenantChoice:
+        """The one tenant resolution, and why: ``requested`` (--tenant), else ``spec_tenant`` (the spec's
+        metadata.tenant), else ``preferred`` (the caller's CUBERAY_TENANT), else the user's default in this file
+        (tenants[].default_for, then spec.default_tenant), else the user's only tenant (the only one naming
+        them, else the only one open to them).
 
         Raises:
-            SpecError: unknown tenant, or no/several candidate tenants (the fix names --tenant).
-            AdmissionError: ``user`` is not a member of ``requested``.
+            SpecError: unknown tenant, or no/several candidate tenants and no default (the fix names each way).
+            AdmissionError: ``user`` is not a member of the tenant asked for.
         """
-        if requested is not None:
-            tenant = self.tenant(requested)
-            if not tenant.is_member(user):
-                raise AdmissionError(f"user {user!r} is not a member of tenant {requested!r}; pick one of "
-                                     f"{self.tenants_of(user) or 'no tenant'} or ask an admin "
-                                     f"({', '.join(tenant.admins) or 'none listed'}) to add you")
-            return tenant
+        for name, why in ((requested, "--tenant"), (spec_tenant, "metadata.tenant"), (preferred, TENANT_ENV)):
+            if name is not None:
+                return TenantChoice(self._asked(user, name, why), why)
+        for i, tenant in enumerate(self.spec.tenants):
+            if user in tenant.default_for:
+                return TenantChoice(tenant, f"your default, tenants[{i}].default_for")
+        if self.spec.default_tenant is not None and self.tenant(self.spec.default_tenant).is_member(user):
+            return TenantChoice(self.tenant(self.spec.default_tenant), "the platform's default_tenant")
         named = [t for t in self.spec.tenants if user in t.members or user in t.admins]
         candidates = named or [t for t in self.spec.tenants if t.is_member(user)]
         if len(candidates) == 1:
-            return candidates[0]
+            return TenantChoice(candidates[0], "the only tenant naming you" if named else "your only tenant")
         choice = ", ".join(t.name for t in candidates)
-        why = f"user {user!r} is in several tenants ({choice})" if candidates else \
+        why = f"user {user!r} is in several tenants ({choice}) and has no default" if candidates else \
             f"user {user!r} is in no tenant (tenants: {', '.join(t.name for t in self.spec.tenants)})"
-        raise SpecError(f"{why}; set metadata.tenant or pass --tenant", path="metadata.tenant")
+        fix = (f"set metadata.tenant, pass --tenant or set {TENANT_ENV}; an admin may give a default in the "
+               f"platform file (spec.default_tenant, or tenants[].default_for)") if candidates else \
+            "ask a tenant's admin to add you to its members"
+        raise SpecError(f"{why}; {fix}", path="metadata.tenant")
+
+    def _asked(self, user: str, name: str, why: str) -> Tenant:
+        source = f" ({why})" if why == TENANT_ENV else ""
+        try:
+            tenant = self.tenant(name)
+        except SpecError as err:
+            raise SpecError(f"{err.reason}{source}", path=None if source else err.path) from None
+        if not tenant.is_member(user):
+            raise AdmissionError(f"user {user!r} is not a member of tenant {name!r}{source}; pick one of "
+                                 f"{self.tenants_of(user) or 'no tenant'} or ask an admin "
+                                 f"({', '.join(tenant.admins) or 'none listed'}) to add you")
+        return tenant
 
     def is_admin(self, user: str) -> bool:
         """A platform admin (spec.admins); the controller also counts whoever installed it."""

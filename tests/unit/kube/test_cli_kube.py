@@ -39,7 +39,9 @@ def test_render_prints_the_objects_or_the_manifests(capsys: pytest.CaptureFixtur
 
 
 def test_render_refuses_a_tenant_name_kuberay_rejects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = Path(EXAMPLE).read_text().replace("name: research", "name: r" + "e" * 59)
+    long = "r" + "e" * 59
+    text = Path(EXAMPLE).read_text().replace("name: research", f"name: {long}").replace(
+        "default_tenant: research", f"default_tenant: {long}")
     (tmp_path / "platform.yaml").write_text(text)
     assert main(["kube", "render", "--platform", str(tmp_path / "platform.yaml"), "--out", str(tmp_path / "o")]) == 2
     assert "[kuberay.name-length]" in capsys.readouterr().err
