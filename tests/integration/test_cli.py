@@ -90,7 +90,7 @@ def test_submit_prints_next_steps_and_wait_exits_1_on_failure(platform, tmp_path
     code, out, err = cli(capsys, "submit", str(spec), "--wait")
     assert code == 1, err
     job_id = out.splitlines()[0].split("'")[1]
-    assert out.splitlines()[0] == f"Job '{job_id}' submitted"
+    assert out.splitlines()[0].startswith(f"Job '{job_id}' submitted to tenant ")  # and why that tenant
     assert "Next steps" in err and f"cuberay logs {job_id} -f" in err and "FAILED" in err
     assert client.status(job_id).state == JobState.FAILED
 
