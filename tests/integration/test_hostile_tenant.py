@@ -169,7 +169,7 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
     reads: list[tuple[str, tuple[Any, ...]]] = [
         ("list_jobs", (None, None, None)), ("list_jobs", ("alpha", None, None)), ("events", (None, None)),
         ("queue", (None,)), ("queue", ("alpha",)), ("tenants", ()), ("running", ()), ("nodes", ()), ("ping", ()),
-        ("dashboard_url", ()), ("pipeline_runs", (None, None)),
+        ("dashboard_url", ()), ("pipeline_runs", (None, None)), ("tenant_choice", (None, None)),
     ]
     assert {m for m, _, _ in calls} | {m for m, _ in reads} == set(ENDPOINTS), "a method is left out"
     before = _denied_count()
