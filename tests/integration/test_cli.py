@@ -101,7 +101,9 @@ def test_submit_count_queues_copies_that_each_run_once(platform, tmp_path: Path,
     spec = task_file(tmp_path, "cli-copies", py("print('copy-ran', flush=True)"))
     code, out, err = cli(capsys, "submit", str(spec), "--count", "3")
     assert code == 0, err
-    first, last = out.strip().removeprefix("Queued 3 jobs: ").split(" .. ")
+    ids_text, _, where = out.strip().removeprefix("Queued 3 jobs: ").partition(" in ")
+    assert where == "tenant a (metadata.tenant)", out
+    first, last = ids_text.split(" .. ")
     prefix = first.rsplit("-", 1)[0]
     seq = int(first.rsplit("-", 1)[1])
     ids = [f"{prefix}-{seq + i}" for i in range(3)]
