@@ -17,7 +17,7 @@ import yaml
 
 from cuberay.cli import app
 from cuberay.cli.jobs_cmd import announce_and_follow, raise_for_end
-from cuberay.cli.output import Format, emit, output_option
+from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.platform import client
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -39,10 +39,15 @@ def import_experiment(
     output: Format = output_option(),
 ) -> None:
     """Submit the NNI experiment in CONFIG.yml as a TuneJob (trials run unchanged, NNI's tuner searches)."""
-    from cuberay.tune.nni_import import load_config, to_tune_job
+    from cuberay.tune.nni_import import load_config, no_effect, to_tune_job
     from cuberay.tune.searchers import make_searcher
 
-    data = to_tune_job(load_config(config), config, tenant=tenant, name=name)
+    experiment = load_config(config)
+    data = to_tune_job(experiment, config, tenant=tenant, name=name)
+    ignored = no_effect(experiment)
+    if ignored:
+        error_console().print(f"{config}: {', '.join(ignored)} have no effect here: trials run on the job's "
+                              f"gang on the Ray cluster, and their logs go to Ray", highlight=False)
     job = load_spec(data)
     # The tuner's own checks (classArgs names, the space it accepts) before anything is queued.
     make_searcher(job.spec.algorithm, job.spec.search_space, metric=job.spec.metric, mode=job.spec.mode,

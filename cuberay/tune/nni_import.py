@@ -45,6 +45,12 @@ REFUSED = {"advisor": "advisors (BOHB, Hyperband) are not supported; use tuner T
            "shared_storage": "NNI shared storage is not supported; ship the code with trialCodeDirectory"}
 
 
+def no_effect(config: Mapping[str, Any]) -> list[str]:
+    """The fields of ``config`` (as written) that are accepted and change nothing here, so the import can say so:
+    trials run on the job's gang whatever the training service, and their logs go to Ray."""
+    return [key for key, value in config.items() if snake(key) in NO_EFFECT and value not in (None, False)]
+
+
 def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 

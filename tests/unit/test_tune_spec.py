@@ -129,6 +129,15 @@ def test_cli_import_dry_run_prints_a_valid_tunejob(capsys, tmp_path: Path) -> No
     job = load_spec(tmp_path / "job.yaml")
     assert job.kind == "TuneJob" and job.spec.command == "python3 trial.py" and job.spec.num_samples == 8
     assert job.spec.scheduler == "median_stopping" and job.spec.search_space["lr"]["_type"] == "loguniform"
+    # The example's trainingService is accepted, and the import says it changes nothing.
+    assert "trainingService have no effect here" in err, err
+
+
+def test_only_fields_that_are_set_are_named_as_without_effect() -> None:
+    from cuberay.tune.nni_import import no_effect
+
+    assert no_effect({"trainingService": {"platform": "local"}, "logLevel": "info", "debug": False,
+                      "trialCommand": "python3 trial.py"}) == ["trainingService", "logLevel"]
 
 
 def test_spec_validate_finds_a_file_entrypoint_in_code_dir(tmp_path):
