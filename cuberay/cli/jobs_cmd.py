@@ -179,9 +179,28 @@ def cancel(
     print(f"Job '{record.id}' {JobState(record.state).value.lower()}")
 
 
-history_app = typer.Typer(help="The platform's finished jobs, read from its database (no controller needed).",
+history_app = typer.Typer(help="The platform's finished jobs: list them, or export them as a trace.",
                           no_args_is_help=True)
 app.add_typer(history_app, name="history")
+
+
+@history_app.command("list")
+def history_list(
+    tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many, the most recently submitted."),
+    output: Format = output_option(),
+) -> None:
+    """Ended jobs you may read (succeeded, failed, cancelled, rejected), newest last: the ids `status` and
+    `logs` take. Running and waiting jobs: `cuberay queue`."""
+    ended = [state for state in JobState if state.is_terminal]
+    records = client.api().list_jobs(tenant, [state.value for state in ended], limit)
+    if output != Format.table:
+        emit(records, output)
+        return
+    if not records:
+        error_console().print("no ended jobs you may read" + (f" in tenant {tenant}" if tenant else ""))
+        return
+    emit([views.job_row(r) for r in records], output, columns=views.JOB_COLUMNS)
 
 
 @history_app.command("export")
@@ -191,7 +210,8 @@ def history_export(
         None, "--platform", "-p", metavar="FILE",
         help="Platform file whose database to read (default: configs/platform.yaml, as `cuberay up`)."),
 ) -> None:
-    """Write finished jobs as a trace in the simulator's generic CSV format (replay with `cuberay sim`)."""
+    """Write finished jobs as a trace in the simulator's generic CSV format (replay with `cuberay sim`); reads
+    the platform's database, no controller needed."""
     from cuberay.platform.control.history import export_trace
     from cuberay.platform.control.store import Store
 

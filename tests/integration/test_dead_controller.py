@@ -31,6 +31,7 @@ NEEDS_CONTROLLER = {
     "serve rollback": ["serve", "rollback", "echo-serve"],
     "serve history": ["serve", "history", "echo-serve"],
     "serve delete": ["serve", "delete", "echo-serve"],
+    "history list": ["history", "list"],
     "pipeline submit": ["pipeline", "submit", "configs/pipelines/fan-out.yaml", "--tenant", "a"],
     "pipeline run": ["pipeline", "run", "fan-out"],
     "pipeline runs": ["pipeline", "runs"],

@@ -155,3 +155,27 @@ def test_status_json_is_the_record_only_and_the_table_is_field_value(controller:
     assert main(["status", ref.id]) == 0
     out = capsys.readouterr().out
     assert "FIELD" in out and "RUNNING" in out and "shown" in out
+
+
+def test_history_list_shows_the_callers_ended_jobs_and_not_found_points_to_it(
+        controller: InProcess, alice: None,  # noqa: F811
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["submit", spec_file(tmp_path, task("ended")), "-o", "json"]) == 0
+    mine = json.loads(capsys.readouterr().out)
+    running(controller, mine["id"])
+    controller.cluster.launched.finish(f"cuberay-{mine['id']}", "SUCCEEDED")
+    wait_for(lambda: client.status(mine["id"]).state == JobState.SUCCEEDED, 30, "the job to end")
+    with client.acting_as("nina"):
+        theirs = client.submit(task("other", tenant="nlp", gpu="0"), "nlp")
+        client.cancel(theirs.id)
+    assert main(["history", "list", "-o", "json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [mine["id"]]  # nlp's job is not alice's
+    assert main(["history", "list"]) == 0
+    out = capsys.readouterr().out
+    assert mine["id"] in out and "SUCCEEDED" in out and theirs.id not in out
+    assert main(["queue"]) == 0 and mine["id"] not in capsys.readouterr().out  # the queue lists no ended job
+    assert main(["status", "vision-nothing-9"]) == 4
+    assert "`cuberay history list` ended ones" in capsys.readouterr().err
+    monkeypatch.setenv("CUBERAY_USER", "nina")
+    assert main(["history", "list", "--tenant", "vision", "-o", "json"]) == 0  # lists hold what one may read
+    assert json.loads(capsys.readouterr().out) == []

@@ -184,7 +184,7 @@ class Guard:
         if named and not mine:
             tenants = ", ".join(sorted({r.tenant for r in named}))
             self.deny(f"user {who.user!r} may not see the jobs named {ref!r}: they belong to tenant(s) {tenants}, "
-                       f"whose members may; name one of your own jobs (`cuberay history` lists them)")
+                       f"whose members may; name one of your own jobs (`cuberay queue` and `cuberay history list` show them)")
         return pick_named(ref, mine)
 
     def require_owner(self, who: Principal, what: str, submitter: str, tenant: str) -> None:

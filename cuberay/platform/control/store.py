@@ -364,7 +364,8 @@ class Store:
         return rows if limit is None else rows[::-1]
 
     def _not_found(self, job_id: str) -> NotFoundError:
-        return NotFoundError(f"no job has the id {job_id!r}; list jobs and their ids with `cuberay queue`")
+        return NotFoundError(f"no job has the id {job_id!r}; `cuberay queue` lists waiting and running jobs "
+                             f"and `cuberay history list` ended ones")
 
 
 def pick_named(ref: str, named: list[JobRecord]) -> JobRecord:
@@ -380,7 +381,7 @@ def pick_named(ref: str, named: list[JobRecord]) -> JobRecord:
             raise AmbiguousJobError(
                 f"job name {ref!r} matches {len(candidates)} jobs: {listing}; give the full job id")
     raise NotFoundError(f"no job has the id or name {ref!r}; `cuberay queue` lists waiting and running jobs "
-                        f"and `cuberay history` finished ones")
+                        f"and `cuberay history list` ended ones")
 
 
 def _row_values(record: JobRecord) -> dict[str, Any]:
