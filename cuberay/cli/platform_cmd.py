@@ -65,6 +65,8 @@ def next_steps(env: dict[str, str], example: str) -> str:
     exports = "\n".join(f"  export {key}={value}" for key, value in env.items())
     auth = "" if "RAY_AUTH_MODE" in env else \
         "\n  (and export RAY_AUTH_MODE=token if that cluster uses Ray's token authentication)"
+    login = ("The dashboard asks for a token at login: paste the one in ~/.ray/auth_token "
+             "(`cat ~/.ray/auth_token`).\n") if "RAY_AUTH_MODE" in env else ""
     return ("cuberay is up. Next:\n"
             "  cuberay tenants\n"
             "  cuberay submit configs/jobs/train-ddp.yaml --wait\n"
@@ -72,6 +74,7 @@ def next_steps(env: dict[str, str], example: str) -> str:
             "For `ray job submit -- cuberay run FILE`, first paste into your shell:\n"
             f"{exports}{auth}\n"
             f"  ray job submit -- cuberay run {example}\n"
+            f"{login}"
             "Stop with `cuberay down`.")
 
 

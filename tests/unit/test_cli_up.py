@@ -48,6 +48,7 @@ def test_up_prints_the_commands_to_run_next(fake_up: list, capsys: pytest.Captur
     submit = next(line for line in lines if line.startswith("ray job submit -- cuberay run "))
     assert Path(submit.split()[-1]).is_absolute() and Path(submit.split()[-1]).is_file()  # the driver's cwd differs
     assert "cuberay down" in err
+    assert "token at login: paste the one in ~/.ray/auth_token" in err  # the dashboard's login asks for it
 
 
 def test_up_on_an_existing_cluster_names_its_address(fake_up: list, capsys: pytest.CaptureFixture[str]) -> None:
