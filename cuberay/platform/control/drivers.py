@@ -25,6 +25,7 @@ from cuberay.errors import CuberayError, NotFoundError, PlatformNotRunningError
 from cuberay.platform.api import TOKEN_ENV, USER_ENV
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
+from cuberay.platform.control.failure import failure_tail
 from cuberay.platform.control.launcher import TERMINAL, Launcher
 from cuberay.platform.control.small import SmallRuns, is_small
 from cuberay.platform.spec import load_spec
@@ -168,8 +169,7 @@ class Drivers:
             text = await self.logs(sid)
         except CuberayError:
             return "see its Ray Job log"
-        lines = [line for line in text.splitlines() if line.strip()]
-        return " | ".join(lines[-3:])[-600:] or "no output"
+        return failure_tail(text)
 
     def info(self) -> dict[str, Any]:
         return {"in_flight": self.in_flight(), "max_drivers": self.launcher.max_drivers,

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import ray
 
 from cuberay import kinds
+from cuberay.platform.control.failure import failure_tail
 from cuberay.platform.control.head import NAMESPACE
 from cuberay.platform.spec import JobBase
 
@@ -226,5 +227,4 @@ class SmallRuns:
             text = path.read_text(errors="replace") if path else ""
         except OSError:
             text = ""
-        lines = [line for line in text.splitlines() if line.strip()]
-        return " | ".join(lines[-3:])[-600:] or "no output"
+        return failure_tail(text)
