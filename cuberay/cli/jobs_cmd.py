@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import typer
 
 from cuberay.cli import app, progress, views
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option
-from cuberay.errors import NotFoundError, SpecError
+from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform import client, runner
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.policy.states import JobState
@@ -49,7 +49,7 @@ def submit(
         _submit_copies(file, count, tenant, wait=wait, request_id=request_id)
         return
     ref = client.submit(file, tenant, user=client.current_user(), request_id=request_id)
-    record = announce_and_follow(ref, output, wait, chosen=lambda: client.tenant_choice(file, tenant)["text"])
+    record = announce_and_follow(ref, output, wait, chosen=lambda: client.tenant_choice(file, tenant))
     if record is None:
         return
     if output != Format.table:
@@ -64,11 +64,12 @@ def _submit_copies(file: Path, count: int, tenant: str | None, *, wait: bool, re
         raise SpecError("--count takes neither --wait nor --request-id (they follow or name one job); follow the "
                         "copies with `cuberay queue`, or submit one job at a time")
     refs = client.submit_copies(file, count, tenant, user=client.current_user())
-    print(f"Queued {len(refs)} jobs: {refs[0].id} .. {refs[-1].id} in {client.tenant_choice(file, tenant)['text']}")
+    where = placed(refs[0].tenant, lambda: client.tenant_choice(file, tenant))
+    print(f"Queued {len(refs)} jobs: {refs[0].id} .. {refs[-1].id} in {where}")
 
 
 def announce_and_follow(ref: Any, output: Format, wait: bool,
-                        chosen: Callable[[], str] | None = None) -> JobRecord | None:
+                        chosen: Callable[[], Mapping[str, str]] | None = None) -> JobRecord | None:
     """Say the job was submitted, to which tenant and why (``chosen()``: "tenant vision (CUBERAY_TENANT)"), and
     whether its resources were corrected; with ``wait``, follow it to its end.
 
@@ -76,7 +77,7 @@ def announce_and_follow(ref: Any, output: Format, wait: bool,
     """
     err = error_console()
     if output == Format.table:
-        print(f"Job '{ref.id}' submitted" + (f" to {chosen()}" if chosen is not None else ""))
+        print(f"Job '{ref.id}' submitted" + (f" to {placed(ref.tenant, chosen)}" if chosen is not None else ""))
         correction = client.status(ref.id).correction
         if correction:
             from cuberay.platform.control.correcting import describe
@@ -88,6 +89,17 @@ def announce_and_follow(ref: Any, output: Format, wait: bool,
             emit(client.status(ref.id), output)
         return None
     return progress.watch(ref.id, err)
+
+
+def placed(tenant: str, chosen: Callable[[], Mapping[str, str]]) -> str:
+    """"tenant vision (CUBERAY_TENANT)": where a submitted job went and why. The reason is asked after the submit,
+    so it is said only when it names the job's tenant (a repeated request id returns an earlier job, which may be
+    elsewhere), and never fails the command: the job is queued already."""
+    try:
+        choice = chosen()
+    except CuberayError:
+        return f"tenant {tenant}"
+    return choice["text"] if choice.get("tenant") == tenant else f"tenant {tenant}"
 
 
 def next_steps(job_id: str, tenant: str) -> str:

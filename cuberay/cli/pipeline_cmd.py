@@ -55,6 +55,9 @@ def submit(file: Path = typer.Argument(..., metavar="FILE", help="A Pipeline spe
            wait: bool = typer.Option(False, "--wait", "-w", help=WAIT_HELP),
            output: Format = output_option()) -> None:
     """Store the pipeline in FILE (a new one, or a new version of it). Exit 2 on a spec error."""
+    if wait and not run:  # refused before anything is stored
+        raise SpecError("--wait follows the run submit starts, and --no-run starts none; drop one of them (or "
+                        "follow a later run with `cuberay pipeline run NAME --wait`)")
     info = _api().submit(file, tenant, run=run)
     if wait and info["run"] is None:
         why = "it has a schedule" if info["scheduled"] else "--no-run"

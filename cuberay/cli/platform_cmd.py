@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
@@ -65,8 +66,7 @@ def next_steps(env: dict[str, str], example: str) -> str:
     exports = "\n".join(f"  export {key}={value}" for key, value in env.items())
     auth = "" if "RAY_AUTH_MODE" in env else \
         "\n  (and export RAY_AUTH_MODE=token if that cluster uses Ray's token authentication)"
-    login = ("The dashboard asks for a token at login: paste the one in ~/.ray/auth_token "
-             "(`cat ~/.ray/auth_token`).\n") if "RAY_AUTH_MODE" in env else ""
+    login = f"The dashboard asks for a token at login: paste {_token_location()}.\n" if "RAY_AUTH_MODE" in env else ""
     return ("cuberay is up. Next:\n"
             "  cuberay tenants\n"
             "  cuberay submit configs/jobs/train-ddp.yaml --wait\n"
@@ -76,6 +76,14 @@ def next_steps(env: dict[str, str], example: str) -> str:
             f"  ray job submit -- cuberay run {example}\n"
             f"{login}"
             "Stop with `cuberay down`.")
+
+
+def _token_location() -> str:
+    """Where the head's token is: Ray reads RAY_AUTH_TOKEN, then RAY_AUTH_TOKEN_PATH, then ~/.ray/auth_token."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "the value of RAY_AUTH_TOKEN (set in this shell)"
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or "~/.ray/auth_token"
+    return f"the one in {path} (`cat {path}`)"
 
 
 @app.command()

@@ -42,13 +42,13 @@ def queue_entry(record: JobRecord) -> QueueEntry | None:
     """The job's line in the queue while it waits (its position and reason), else None."""
     if not JobState(record.state).is_waiting:
         return None
-    return next((e for e in client.queue(record.tenant) if e.job_id == record.id), None)
+    return next((e for e in _reads().queue(record.tenant) if e.job_id == record.id), None)
 
 
 def watch(job_id: str, console: Console, *, poll_s: float | None = None,
           read: Callable[[str], JobRecord] | None = None) -> JobRecord:
     """Show ``job_id``'s progress on ``console`` until it is terminal; return its last record."""
-    read = read or client.status
+    read = read or _reads().status
 
     def line(record: JobRecord) -> str:
         return waiting_line(record, queue_entry(record))
@@ -64,15 +64,19 @@ def run_line(run: Any, steps: list[Any]) -> str:
     total = len((run.spec.get("spec") or {}).get("steps") or steps)
     running = ", ".join(s.name + (f" (attempt {s.attempt})" if s.attempt > 1 else "")
                         for s in steps if s.state.value == "RUNNING")
-    return f"{run.state.value}: {ended}/{total} steps ended" + (f"; running {running}" if running else "")
+    why = f"; {run.message}" if run.message else ""  # why a run waits (its schedule, a superseded run, ...)
+    return f"{run.state.value}: {ended}/{total} steps ended" + (f"; running {running}" if running else "") + why
+
+
+def _reads() -> Any:
+    """The API a --wait polls through: each read rides out a controller restart, as cuberay.wait does."""
+    return client.driver_api()
 
 
 def watch_run(run_id: str, console: Console, *, poll_s: float | None = None) -> Any:
     """Show a pipeline run's progress (its steps as they start and end) until it ends; return its record."""
-    import cuberay.pipelines as pipelines
-
     def read(ref: str) -> tuple[Any, list[Any]]:
-        return pipelines.status(ref)
+        return _reads().pipeline_status(ref)
 
     def line(found: tuple[Any, list[Any]]) -> str:
         return run_line(*found)

@@ -61,7 +61,7 @@ def import_experiment(
             emit(spec, output)
         return
     ref = client.submit(job, tenant, user=client.current_user())
-    record = announce_and_follow(ref, output, wait, chosen=lambda: client.tenant_choice(job, tenant)["text"])
+    record = announce_and_follow(ref, output, wait, chosen=lambda: client.tenant_choice(job, tenant))
     if record is None:
         return
     outcome = search_outcome(record)

@@ -20,7 +20,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, cast
 
-from cuberay.errors import PlatformNotRunningError
+from pydantic import ValidationError
+
+from cuberay.errors import PlatformNotRunningError, SpecError
 from cuberay.platform.api import TENANT_ENV, TOKEN_ENV, USER_ENV, Caller, ControllerAPI
 from cuberay.platform.api.records import JobRecord, JobRef, LogChunk, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.policy.states import JobState
@@ -67,8 +69,13 @@ def caller() -> Caller:
     """Who this process's calls are from: the user (CUBERAY_USER, else the login name), their own default tenant
     (CUBERAY_TENANT) and, in a job's processes, the secret of its driver's attempt (the launcher puts it in their
     environment)."""
-    return Caller(user=_ACTING.get() or current_user(), token=_TOKEN.get() or os.environ.get(TOKEN_ENV) or None,
-                  tenant=os.environ.get(TENANT_ENV) or None)
+    try:
+        return Caller(user=_ACTING.get() or current_user(), token=_TOKEN.get() or os.environ.get(TOKEN_ENV) or None,
+                      tenant=os.environ.get(TENANT_ENV) or None)
+    except ValidationError as err:  # a user name or CUBERAY_TENANT no platform could hold
+        problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise SpecError(f"this process's caller is not valid ({problem}); check CUBERAY_USER and "
+                        f"{TENANT_ENV} (a tenant name has at most 63 characters)") from None
 
 
 def _job_id(job: JobRef | str) -> str:
@@ -77,8 +84,6 @@ def _job_id(job: JobRef | str) -> str:
 
 def find_platform_file(path: str | os.PathLike[str] | None = None) -> Path:
     """``path``, else ./configs/platform.yaml, else the checkout's configs/platform.yaml."""
-    from cuberay.errors import SpecError
-
     if path is not None:
         return Path(path)
     for candidate in (Path.cwd() / "configs" / "platform.yaml",

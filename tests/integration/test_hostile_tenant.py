@@ -159,6 +159,7 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
         ("serve_deploy", b_driver, (a["serve"], 1, {"name": "pwned"}, "pwned")),
         ("serve_undeploy", b_driver, (a["serve"], 1)),
         ("serve_history", ben, (a["serve"], None)),
+        ("tenant_choice", ben, ("alpha", None)),   # asking about A's tenant is refused like a submit to it
         ("reload", ben, (platform_spec(Path("/tmp/elsewhere")),)),
         ("shutdown", ben, ()),
         ("status", None, (a["running"],)),           # no user: not the platform

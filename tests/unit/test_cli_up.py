@@ -36,7 +36,10 @@ def fake_up(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, str | Non
     return calls
 
 
-def test_up_prints_the_commands_to_run_next(fake_up: list, capsys: pytest.CaptureFixture[str]) -> None:
+def test_up_prints_the_commands_to_run_next(fake_up: list, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):  # where Ray would look first
+        monkeypatch.delenv(name, raising=False)
     assert main(["up"]) == 0
     out, err = capsys.readouterr()
     assert out.strip() == f"Ray dashboard: {URL}"
@@ -49,6 +52,8 @@ def test_up_prints_the_commands_to_run_next(fake_up: list, capsys: pytest.Captur
     assert Path(submit.split()[-1]).is_absolute() and Path(submit.split()[-1]).is_file()  # the driver's cwd differs
     assert "cuberay down" in err
     assert "token at login: paste the one in ~/.ray/auth_token" in err  # the dashboard's login asks for it
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", "/etc/ray/token")
+    assert main(["up"]) == 0 and "paste the one in /etc/ray/token" in capsys.readouterr().err
 
 
 def test_up_on_an_existing_cluster_names_its_address(fake_up: list, capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,7 +94,8 @@ def test_shipped_platform_tenants_and_admins() -> None:
     # Open to all, so a file without a tenant (an NNI experiment) needs a default: the scavenger tenant's.
     assert PLATFORM.spec.default_tenant == "research"
     assert PLATFORM.choose_tenant("root").text == "tenant research (the platform's default_tenant)"
-    assert PLATFORM.choose_tenant("alice").tenant.name == "research"  # the default comes before "named in one"
+    assert PLATFORM.choose_tenant("alice").text == "tenant vision (the only tenant naming you)"  # vision's admin
+    assert PLATFORM.choose_tenant("carol").tenant.name == "research"  # named in two: the default decides
     assert PLATFORM.choose_tenant("root", preferred="nlp").text == "tenant nlp (CUBERAY_TENANT)"
 
 

@@ -117,9 +117,8 @@ def test_pipeline_submit_wait_without_a_run_says_how_to_follow_one(controller: I
                                                                    tmp_path: Path, capsys) -> None:
     assert main(["pipeline", "submit", _pipeline(tmp_path, "later"), "--no-run", "--wait"]) == 2
     err = capsys.readouterr().err
-    assert "--wait has no run to follow (--no-run" in err and "cuberay pipeline run later --wait" in err
-    with client.acting_as("alice"):
-        assert client.api().pipeline_runs("later", "vision") == []
+    assert "--no-run starts none" in err and "cuberay pipeline run NAME --wait" in err
+    assert main(["pipeline", "run", "later"]) == 4  # refused before anything was stored
 
 
 def test_a_long_wait_without_news_still_prints_a_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -132,3 +131,44 @@ def test_a_long_wait_without_news_still_prints_a_line(monkeypatch: pytest.Monkey
                            poll_s=0.0) == "DONE"
     err = capsys.readouterr().err
     assert "x-1: QUEUED\n" in err and "x-1: QUEUED (still, after 0s)" in err and "x-1: DONE" in err
+
+
+def test_a_wait_rides_out_a_controller_restart() -> None:
+    """--wait polls through restart-riding reads: a restart mid-wait is waited out, not an exit."""
+    import io
+
+    from rich.console import Console
+
+    from cuberay.errors import ControllerRestartingError
+    from cuberay.platform.policy.states import JobState
+    from tests.unit.test_store import job
+
+    done = job().model_copy(update={"state": JobState.SUCCEEDED, "message": "ok"})
+
+    class Restarting:
+        calls = 0
+
+        def send(self, method: str, caller: object, args: tuple, kwargs: dict, timeout: float) -> object:
+            self.calls += 1
+            if self.calls <= 2:
+                raise ControllerRestartingError("the cuberay controller is restarting")
+            return done
+
+    transport = Restarting()
+    with client.using(transport):
+        record = progress.watch(done.id, Console(file=io.StringIO()), poll_s=0)
+    assert record.state == JobState.SUCCEEDED and transport.calls == 3
+
+
+def test_the_submitted_line_names_the_jobs_own_tenant_and_never_fails_after_the_submit() -> None:
+    from cuberay.cli.jobs_cmd import placed
+    from cuberay.errors import AdmissionError
+
+    def refused() -> dict[str, str]:
+        raise AdmissionError("the platform file changed since the submit")
+
+    assert placed("vision", lambda: {"tenant": "vision", "text": "tenant vision (CUBERAY_TENANT)"}) == \
+        "tenant vision (CUBERAY_TENANT)"
+    # A repeated request id returned an earlier job of another tenant: the reason would be about this submit.
+    assert placed("nlp", lambda: {"tenant": "vision", "text": "tenant vision (CUBERAY_TENANT)"}) == "tenant nlp"
+    assert placed("vision", refused) == "tenant vision"

@@ -46,6 +46,8 @@ def test_the_precedence_and_the_reason_given() -> None:
     assert plat.choose_tenant("zed").text == "tenant open (your only tenant)"  # not a member of the default
     carol = _platform().choose_tenant("carol")  # named in nlp only, "*" lets her into open too
     assert carol.text == "tenant nlp (the only tenant naming you)"
+    # Naming a login is more specific than a default for everyone: carol keeps nlp with open as the default.
+    assert _platform(default_tenant="open").choose_tenant("carol").text == "tenant nlp (the only tenant naming you)"
     assert _platform().resolve_tenant("bob").name == "vision"  # the Tenant, for callers that need no reason
 
 
@@ -156,3 +158,13 @@ def test_spec_validate_says_which_tenant_it_checked_against(monkeypatch: pytest.
     monkeypatch.setenv("CUBERAY_TENANT", "nlp")
     assert main(["spec", "validate", "--platform", platform, str(tmp_path / "tune.yaml")]) == 0
     assert "TuneJob digits-sgd in tenant nlp (CUBERAY_TENANT)" in capsys.readouterr().out
+
+
+def test_a_caller_no_platform_could_hold_is_a_spec_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuberay.errors import SpecError
+    from cuberay.platform import client
+
+    monkeypatch.setenv("CUBERAY_TENANT", "t" * 64)
+    with pytest.raises(SpecError, match="CUBERAY_TENANT") as err:
+        client.caller()
+    assert err.value.exit_code == 2

@@ -20,9 +20,19 @@ def test_the_drivers_own_lines_win_over_forwarded_peer_noise() -> None:
     assert "SystemExit" not in message and "\x1b[" not in message
 
 
-def test_forwarded_lines_are_kept_when_the_driver_wrote_none() -> None:
-    log = "(RayTrainWorker pid=24788, ip=10.0.0.2) ValueError: bad shape\n"
-    assert failure_tail(log) == "(RayTrainWorker pid=24788, ip=10.0.0.2) ValueError: bad shape"
+def test_a_workers_forwarded_error_is_kept_when_it_is_the_reason() -> None:
+    """The driver died without a word after its first line (SIGKILL, OOM): the workers' lines are the reason."""
+    log = ("a-x-1 attempt 1: 2 worker(s) on node(s) ab12cd34\n"
+           "\x1b[36m(RayTrainWorker pid=24788, ip=10.0.0.2)\x1b[0m Traceback (most recent call last):\n"
+           "\x1b[36m(RayTrainWorker pid=24788, ip=10.0.0.2)\x1b[0m ValueError: bad shape\n")
+    assert failure_tail(log).endswith("(RayTrainWorker pid=24788, ip=10.0.0.2) ValueError: bad shape")
+
+
+def test_prefixes_ray_writes_for_other_processes_are_recognised() -> None:
+    for prefix in ("(MapBatches(fn) pid=7)", "(pid=9)", "(GangWorker pid=3, ip=10.1.2.3)"):
+        noise = f"{prefix} File \"python/ray/_raylet.pyx\", in raise_sys_exit_with_custom_error_message\n"
+        assert failure_tail("the reason\n" + noise) == "the reason", prefix
+    assert failure_tail("\x1b[?25lcursor hidden\x1b[?25h\n") == "cursor hidden"
 
 
 def test_the_last_three_lines_at_most_600_characters_and_an_empty_log() -> None:

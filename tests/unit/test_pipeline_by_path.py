@@ -18,6 +18,7 @@ import yaml
 
 import cuberay.pipelines as pipelines
 from cuberay.cli import main
+from cuberay.errors import SpecError
 from cuberay.platform import client
 from cuberay.platform.policy.pipelines import RunState
 from cuberay.platform.spec.pipeline import load_pipeline
@@ -142,3 +143,17 @@ def test_the_by_path_example_validates_and_submits(local: InProcess, capsys: pyt
     finally:
         drivers.stop.set()
     assert run.state == RunState.SUCCEEDED, run.message
+
+
+def test_the_controller_never_reads_a_step_file_a_caller_sent(local: InProcess, tmp_path: Path) -> None:
+    """A raw call naming a path is refused before any file is touched: paths are read where the pipeline file is."""
+    secret = tmp_path / "job.yaml"
+    secret.write_text(yaml.safe_dump({"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
+                                      "metadata": {"name": "leak", "tenant": "vision"},
+                                      "spec": {"command": "echo secret"}}))
+    raw = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": "raw", "tenant": "vision"},
+           "spec": {"steps": [{"name": "a", "file": str(secret)}]}}
+    with pytest.raises(SpecError, match=r"carries each step's job inline") as refused:
+        client.api().pipeline_submit(raw, "vision", False)
+    assert refused.value.exit_code == 2 and "echo secret" not in str(refused.value)
+    assert load_pipeline(raw).spec.steps[0].job is not None  # where the file is (the client), the same step loads

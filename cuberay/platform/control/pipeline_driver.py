@@ -51,13 +51,14 @@ _LOADED: dict[str, Pipeline] = {}
 
 
 def load_pipeline(spec: Mapping[str, Any]) -> Pipeline:
-    """A stored definition as a Pipeline; each tick reads every active one, so checked ones are kept."""
+    """A stored or sent definition as a Pipeline; each tick reads every active one, so checked ones are kept.
+    Step files are refused, never read: a path a caller sent would name a file on the controller's machine."""
     key = json.dumps(spec, sort_keys=True, default=str)
     pipe = _LOADED.get(key)
     if pipe is None:
         if len(_LOADED) > 256:
             _LOADED.clear()
-        pipe = _LOADED[key] = _load_pipeline(dict(spec))
+        pipe = _LOADED[key] = _load_pipeline(dict(spec), files=False)
     return pipe
 
 

@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from cuberay.errors import AdmissionError
 from cuberay.platform.api.records import EventRecord, JobRecord, LogChunk, QueueEntry, TenantUsage
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import logs as job_logs
@@ -81,7 +82,11 @@ class Views:
                             spec_tenant: str | None = None) -> dict[str, str]:
         """What a submit with ``tenant`` (--tenant) of a spec naming ``spec_tenant`` resolves to, and why: the
         controller's own resolution (control/convert.py choose_tenant), so a message says what submit did."""
-        choice = conv.choose_tenant(self.platform, who.user, tenant, spec_tenant, who.preferred_tenant)
+        try:
+            choice = conv.choose_tenant(self.platform, who.user, tenant, spec_tenant, who.preferred_tenant)
+        except AdmissionError as err:  # asking about a tenant one may not use is a refusal like a submit's
+            self.guard.deny(str(err))
+            raise
         return {"tenant": choice.tenant.name, "why": choice.why, "text": choice.text}
 
     @endpoint

@@ -300,8 +300,11 @@ def step_job(pipeline: Pipeline, step: Step, context: Mapping[str, Any],
 # ---------------------------------------------------------------- loading
 
 
-def load_pipeline(source: str | Path | Mapping[str, Any] | Pipeline) -> Pipeline:
+def load_pipeline(source: str | Path | Mapping[str, Any] | Pipeline, *, files: bool = True) -> Pipeline:
     """A Pipeline from a path, YAML text or a mapping; step files are read relative to the pipeline file.
+
+    ``files=False`` refuses steps that name a file: the controller loads what a caller sent, and a path in it
+    would be read on the controller's machine (the client inlines step files before it sends a pipeline).
 
     Raises:
         SpecError: anything wrong in the file or its steps, naming the step and the field.
@@ -311,11 +314,21 @@ def load_pipeline(source: str | Path | Mapping[str, Any] | Pipeline) -> Pipeline
     doc = one_document(read_documents(source), "Pipeline")
     data = dict(require_kind(doc, "Pipeline"))
     base = Path(doc.file).parent if doc.file else Path.cwd()
-    data["spec"] = _inline_files(data.get("spec"), base, doc.file)
+    data["spec"] = _inline_files(data.get("spec"), base, doc.file) if files else _no_files(data.get("spec"))
     try:
         return Pipeline.model_validate(data)
     except ValidationError as exc:
         raise spec_error(exc, doc, vocabulary=field_names(SpecModel)) from None
+
+
+def _no_files(spec: Any) -> Any:
+    steps = spec.get("steps") if isinstance(spec, Mapping) else None
+    for i, step in enumerate(steps if isinstance(steps, list) else []):
+        if isinstance(step, Mapping) and step.get("file") is not None:
+            raise SpecError("a pipeline sent to the controller carries each step's job inline; a step file is read "
+                            "where the pipeline file is: submit it with `cuberay pipeline submit FILE` or "
+                            "cuberay.pipelines.submit(path), which inline it", path=f"spec.steps[{i}].file")
+    return spec
 
 
 def _inline_files(spec: Any, base: Path, file: str | None) -> Any:

@@ -193,9 +193,10 @@ class PlatformSpec(SpecModel):
                                                    "SQLite at <storage>/cuberay.db.")
     tenants: list[Tenant] = Field(min_length=1, description="The tenants; names are unique.")
     default_tenant: Name | None = Field(None, description="Where a job that names no tenant runs for a user who "
-                                        "may use several (after --tenant, metadata.tenant, CUBERAY_TENANT and "
-                                        "the user's tenants[].default_for); only for its members. null = none: "
-                                        "such a user names a tenant.")
+                                        "may use several (after --tenant, metadata.tenant, CUBERAY_TENANT, "
+                                        "the user's tenants[].default_for and the one tenant naming the user "
+                                        "in members or admins); only for its members. null = none: such a user "
+                                        "names a tenant.")
     node_pools: list[NodePool] = Field(default_factory=list, description="Node pools for simulation and KubeRay; "
                                                                          "empty = use the nodes Ray has.")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="Admission settings.")
@@ -335,9 +336,9 @@ class Platform(SpecModel):
     def choose_tenant(self, user: str, requested: str | None = None, *, spec_tenant: str | None = None,
                       preferred: str | None = None) -> TenantChoice:
         """The one tenant resolution, and why: ``requested`` (--tenant), else ``spec_tenant`` (the spec's
-        metadata.tenant), else ``preferred`` (the caller's CUBERAY_TENANT), else the user's default in this file
-        (tenants[].default_for, then spec.default_tenant), else the user's only tenant (the only one naming
-        them, else the only one open to them).
+        metadata.tenant), else ``preferred`` (the caller's CUBERAY_TENANT), else the user's own default in this
+        file (tenants[].default_for), else the only tenant naming them, else spec.default_tenant (for its
+        members), else the only tenant open to them.
 
         Raises:
             SpecError: unknown tenant, or no/several candidate tenants and no default (the fix names each way).
@@ -349,12 +350,15 @@ class Platform(SpecModel):
         for i, tenant in enumerate(self.spec.tenants):
             if user in tenant.default_for:
                 return TenantChoice(tenant, f"your default, tenants[{i}].default_for")
+        # Naming a login is more specific than a default for everyone: the one tenant naming the user wins.
+        named = [t for t in self.spec.tenants if user in t.members or user in t.admins]
+        if len(named) == 1:
+            return TenantChoice(named[0], "the only tenant naming you")
         if self.spec.default_tenant is not None and self.tenant(self.spec.default_tenant).is_member(user):
             return TenantChoice(self.tenant(self.spec.default_tenant), "the platform's default_tenant")
-        named = [t for t in self.spec.tenants if user in t.members or user in t.admins]
         candidates = named or [t for t in self.spec.tenants if t.is_member(user)]
         if len(candidates) == 1:
-            return TenantChoice(candidates[0], "the only tenant naming you" if named else "your only tenant")
+            return TenantChoice(candidates[0], "your only tenant")
         choice = ", ".join(t.name for t in candidates)
         why = f"user {user!r} is in several tenants ({choice}) and has no default" if candidates else \
             f"user {user!r} is in no tenant (tenants: {', '.join(t.name for t in self.spec.tenants)})"
