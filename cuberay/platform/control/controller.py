@@ -69,7 +69,7 @@ from cuberay.platform.policy.admission import (
     schedule,
 )
 from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request
-from cuberay.platform.policy.fit import platform_policy, tenant_quotas
+from cuberay.platform.policy.fit import platform_policy, platform_topology, tenant_quotas
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_platform, load_spec
@@ -102,6 +102,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         # Job ids stay unique on this cluster across database resets.
         self.seq_floor = ids.SeqFloor(self.cluster.kv_get, self.cluster.kv_put)
         self.ledger = Ledger()
+        self.ledger.topology = platform_topology(self.platform)  # the levels jobs' topology names
         self.state = ClusterState(self.ledger, tenant_quotas(self.platform), platform_policy(self.platform))
         self.foreign = ForeignUsage(self.ledger)
         # On KubeRay: worker groups that may grow to maxReplicas (empty elsewhere).

@@ -13,6 +13,7 @@ from cuberay import kinds
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.api.records import JobIdentity, JobRecord, TenantUsage
 from cuberay.platform.policy.admission import ClusterState
+from cuberay.platform.policy.fit import locality
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.policy.states import JobState
@@ -86,7 +87,7 @@ def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
         attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=kind.service,
-        resizable=elastic and kind.resizes(job),
+        resizable=elastic and kind.resizes(job), topology=locality(job),
     )
 
 

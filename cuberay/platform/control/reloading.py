@@ -21,7 +21,7 @@ from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
-from cuberay.platform.policy.fit import platform_policy, tenant_quotas
+from cuberay.platform.policy.fit import platform_policy, platform_topology, tenant_quotas
 from cuberay.platform.spec import Platform, load_platform, load_spec
 from cuberay.platform.spec.platform_file import masked_url
 
@@ -106,6 +106,7 @@ class Reload:
         self.interval_s = new.spec.scheduler.cycle_interval_s
         self.state.tenants = dict(tenant_quotas(new))
         self.state.policy = platform_policy(new)
+        self.ledger.topology = platform_topology(new)
         for name in self.state.tenants:
             self.state.usage.setdefault(name, {})
         self.drivers.launcher.max_drivers = new.spec.scheduler.max_drivers

@@ -44,6 +44,7 @@ from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
 from cuberay.platform.policy.reservation import Reserving, claim, held_now, worth_reserving
 from cuberay.platform.policy.resize import Resizing
+from cuberay.platform.policy.topology_admission import near_reason
 from cuberay.platform.spec.resources import CARD_RESOURCES, format_amount
 
 # -- the cycle -----------------------------------------------------------------------
@@ -292,10 +293,10 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
                 return None
         nodes = self.s.ledger  # placement reads a large cluster through the ledger's free-capacity index
         if job.max_workers and job.max_workers > job.workers and self._max_allows(job, job.max_workers):
-            found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved)
+            found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved, near=job.topology)
             if found:
                 return found
-        return place(nodes, job.worker, job.workers, job.placement, reserved=reserved)
+        return place(nodes, job.worker, job.workers, job.placement, reserved=reserved, near=job.topology)
 
     def _held(self, reserved: dict[str, dict[str, float]]) -> dict[str, float]:
         """``held_now`` of the reservation, recomputed only after the ledger changed (blocked jobs ask often)."""
@@ -330,6 +331,8 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
         parts = [f"{format_amount(a)} {n}" for n, a in job.total.items() if n != "memory"]
         have = ", ".join(f"{format_amount(max(free.get(n, 0.0), 0.0))} {n}" for n, _ in job.total.items() if n != "memory")
         msg = f"waiting for capacity: gang of {job.workers} needs {', '.join(parts) or 'memory'}; free now {have or '-'}"
+        if job.topology is not None:
+            msg += near_reason(self.s.ledger, job)
         if self.reservation and self.reservation.job_id != job.id:
             msg += f"; capacity is held for {self.reservation.job_id}"
         return msg

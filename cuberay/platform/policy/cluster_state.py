@@ -72,8 +72,13 @@ class ClusterState:
         over = quota_exceeded(job.tenant, quota.max, job.worker.resources, job.workers)
         if over:
             return over
+        topo = self.ledger.topology
+        if job.topology is not None and topo.depth(job.topology.level) is None:
+            return (f"topology level {job.topology.level!r} is not one of this platform's levels "
+                    f"({', '.join(topo.names)}); fix spec.topology")
         if not self._could_ever_place(job):
-            return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement)
+            return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement, near=job.topology,
+                           topology=topo)
         return None
 
     def _could_ever_place(self, job: JobRequest) -> bool:
@@ -81,7 +86,8 @@ class ClusterState:
         key = ("ever", job.shape)
         hit = self.ledger.cache.get(key)
         if hit is None:
-            placed = place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True)
+            placed = place(self.ledger.nodes.values(), job.worker, job.workers, job.placement, empty=True,
+                           near=job.topology, topology=self.ledger.topology)
             hit = self.ledger.cache[key] = placed is not None
         return bool(hit)
 

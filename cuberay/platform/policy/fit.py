@@ -16,13 +16,39 @@ from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import place, why_not
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named, quota_exceeded
+from cuberay.platform.policy.topology import Locality, Topology
 from cuberay.platform.spec.jobs import Job
 from cuberay.platform.spec.platform_file import NodePool, Platform, Tenant
+from cuberay.platform.spec.topology import level_pairs
 
 
-def pool_ledger(pools: Iterable[NodePool]) -> Ledger:
+def platform_topology(platform: Platform) -> Topology:
+    """The platform's levels of closeness (its ``topology``, else the RDMA domain) as the admission core sees them."""
+    declared = platform.spec.topology
+    return Topology(level_pairs(declared), fill=declared is not None and declared.fill)
+
+
+def locality(job: Job) -> Locality | None:
+    """The job's ``topology`` request as the admission core sees it (None: no constraint)."""
+    asked = job.spec.topology
+    return None if asked is None else Locality(asked.mode, asked.level)
+
+
+def topology_problem(platform: Platform, job: Job, file: str | None = None) -> None:
+    """SpecError (exit 2) when the job asks for a level the platform does not have."""
+    asked = job.spec.topology
+    names = platform_topology(platform).names
+    if asked is not None and asked.level not in names:
+        raise SpecError(f"topology level {asked.level!r} is not one of the platform's levels ({', '.join(names)}); "
+                        f"use one of them, or declare it in the platform file's spec.topology.levels",
+                        file=file, path=f"spec.topology.{asked.mode}")
+
+
+def pool_ledger(pools: Iterable[NodePool], topology: Topology | None = None) -> Ledger:
     """An empty ledger with one node per pool node, ids ``<pool>-<i>``, labelled as the pool says."""
     ledger = Ledger()
+    if topology is not None:
+        ledger.topology = topology
     for pool in pools:
         capacity, labels = pool.node_resources(), pool.node_labels()
         for i in range(pool.nodes):
@@ -32,7 +58,7 @@ def pool_ledger(pools: Iterable[NodePool]) -> Ledger:
 
 def platform_ledger(platform: Platform) -> Ledger:
     """An empty ledger of the platform's node pools (nodes ``<pool>-<i>``), for the simulator and fit checks."""
-    return pool_ledger(platform.spec.node_pools)
+    return pool_ledger(platform.spec.node_pools, platform_topology(platform))
 
 
 def tenant_quotas(platform: Platform) -> dict[str, TenantQuota]:
@@ -63,7 +89,7 @@ def quota_problem(job: Job, tenant: Tenant) -> str | None:
     return None if problem is None else f"spec.workers: {problem}"
 
 
-def capacity_problem(job: Job, pools: Sequence[NodePool]) -> str | None:
+def capacity_problem(job: Job, pools: Sequence[NodePool], topology: Topology | None = None) -> str | None:
     """Why ``job``'s smallest gang can never be placed on ``pools`` (empty), or None; None too without pools.
 
     Uses the real placement policy on empty nodes, so the answer matches what admission will do.
@@ -71,17 +97,17 @@ def capacity_problem(job: Job, pools: Sequence[NodePool]) -> str | None:
     if not pools:
         return None
     nodes = list(pool_ledger(pools).nodes.values())
-    req, count, policy = job.worker_request(), job.min_workers, job.spec.placement
-    if place(nodes, req, count, policy, empty=True) is not None:
+    req, count, policy, near = job.worker_request(), job.min_workers, job.spec.placement, locality(job)
+    if place(nodes, req, count, policy, empty=True, near=near, topology=topology) is not None:
         return None
-    return f"spec.workers: {why_not(nodes, req, count, policy)}"
+    return f"spec.workers: {why_not(nodes, req, count, policy, near=near, topology=topology)}"
 
 
 def check_job(platform: Platform, job: Job, *, file: str | None = None) -> Tenant:
     """Could ``job`` EVER run on ``platform``? Its tenant exists, the gang fits the tenant's max and its pools.
 
     Raises:
-        SpecError: no tenant set, or an unknown one (exit 2).
+        SpecError: no tenant set, or an unknown one, or a topology level the platform lacks (exit 2).
         AdmissionError: larger than the tenant's max quota or than the node pools (exit 3).
     """
     if job.tenant is None:
@@ -91,8 +117,9 @@ def check_job(platform: Platform, job: Job, *, file: str | None = None) -> Tenan
         tenant = platform.tenant(job.tenant)
     except SpecError as exc:
         raise SpecError(exc.reason, file=file, path=exc.path) from None
+    topology_problem(platform, job, file)
     pools = [p for p in platform.spec.node_pools if tenant.pools is None or p.name in tenant.pools]
-    for problem in (quota_problem(job, tenant), capacity_problem(job, pools)):
+    for problem in (quota_problem(job, tenant), capacity_problem(job, pools, platform_topology(platform))):
         if problem:
             raise AdmissionError(f"{file + ': ' if file else ''}{problem}")
     return tenant

@@ -16,6 +16,7 @@ from typing import Iterable, Mapping, Sequence
 from cuberay.platform.policy.mix import WorkloadMix
 from cuberay.platform.policy.node_index import INDEX_MIN_NODES, NodeIndex, bucket_key
 from cuberay.platform.policy.nodes import NodeState, pick_cards
+from cuberay.platform.policy.topology import DEFAULT_TOPOLOGY, Topology
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 _EPS = 1e-9
@@ -68,6 +69,17 @@ class Ledger:
         self.changes = 0  # bumped on every change to any node's free capacity (for callers' memos)
         self.mix = WorkloadMix()  # recent requests, weighed by the fragmentation-aware placement
         self.rng = random.Random(0)  # the ``random`` placement's choices, reproducible per ledger
+        self._topology = DEFAULT_TOPOLOGY  # levels of closeness the nodes' labels name (policy/topology.py)
+
+    @property
+    def topology(self) -> Topology:
+        return self._topology
+
+    @topology.setter
+    def topology(self, topo: Topology) -> None:
+        if topo != self._topology:
+            self._topology = topo
+            self.cache.clear()  # "could it ever fit" answers depend on the domains
 
     # -- nodes ---------------------------------------------------------------------
     def add_node(self, node_id: str, capacity: Mapping[str, float], labels: Mapping[str, str] | None = None) -> NodeState:

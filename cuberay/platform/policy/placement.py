@@ -19,6 +19,9 @@ All or nothing: a policy returns a node for every worker or ``None``.
   such nodes they spread; RDMA jobs prefer nodes of one
   ``cuberay.io/rdma-domain``.
 
+A job with a locality (``topology: {required|preferred: LEVEL}``) is placed with
+its policy inside the domains :mod:`.topology` chooses.
+
 On a large cluster (``INDEX_MIN_NODES``) the nodes are read from the ledger's
 free-capacity index (:mod:`.node_index`), a bounded number per decision.
 """
@@ -33,10 +36,18 @@ from cuberay.platform.policy.frag import FragScorer, frag_memo
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.node_index import INDEX_MIN_NODES
 from cuberay.platform.policy.nodes import FitCounter, NodeState, workers_that_fit
+from cuberay.platform.policy.topology import (
+    KUEUE,
+    LABEL_RDMA_DOMAIN,
+    Locality,
+    Topology,
+    closest,
+    place_kueue,
+    place_near,
+)
 from cuberay.platform.spec.common import Placement  # noqa: F401 (policy code names it from here)
 from cuberay.platform.spec.resources import CPU, MEMORY, WorkerRequest
 
-LABEL_RDMA_DOMAIN = "cuberay.io/rdma-domain"
 CANDIDATES = 32          # nodes that fit, read from the index before a policy chooses among them
 FRAG_CANDIDATES = 96     # frag scores more of them, ...
 FRAG_PER_BUCKET = 4      # ... a few of each kind of node state
@@ -66,25 +77,34 @@ def utilization(node: NodeState, keys: Sequence[str], extra: float = 0.0, req: W
 
 
 def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, policy: Placement | str,
-          *, reserved: Reserved | None = None, empty: bool = False) -> list[str] | None:
+          *, reserved: Reserved | None = None, empty: bool = False, near: Locality | None = None,
+          topology: Topology | None = None) -> list[str] | None:
     """Return one node id per worker, or ``None`` if the gang cannot be placed now.
 
     ``nodes`` is the ledger (then a large cluster is read through its free-capacity
     index, and ``frag`` weighs the ledger's recent request mix) or any nodes.
     ``reserved`` holds amounts other jobs may not use; ``empty`` places on the
-    nodes as if nothing ran (the "could it ever fit" check).
+    nodes as if nothing ran (the "could it ever fit" check). ``near`` is the
+    job's locality, over ``topology`` (default: the ledger's).
     """
     asked = Placement(policy)
     policy = asked.resolve(req)
     ledger = nodes if isinstance(nodes, Ledger) else None
+    topo = topology if topology is not None else (ledger.topology if ledger is not None else None)
+    if near is None and topo is not None and policy in _FILLING:
+        near = topo.fill_level
+    near = near if topo is not None else None
     counter = FitCounter(req, empty)
     avoid_gpu = asked in (Placement.AUTO, Placement.FRAG) and not req.card_resource
-    if policy is Placement.RANDOM and ledger is not None and count == 1 and not empty:
+    if policy is Placement.RANDOM and ledger is not None and count == 1 and not empty and near is None:
         drawn = _draw(ledger, req, counter, reserved, avoid_gpu)
         if drawn is not None:
             return [drawn]
     if ledger is not None and not empty and len(ledger.nodes) >= INDEX_MIN_NODES:
-        fits = _indexed_fits(ledger, req, count, policy, counter, reserved, avoid_gpu)
+        if near is not None and count > 1:  # domains are compared whole: every node with room
+            fits = _scan_fits(_indexed_nodes(ledger, req), req, counter, reserved)
+        else:
+            fits = _indexed_fits(ledger, req, count, policy, counter, reserved, avoid_gpu)
     else:
         fits = _scan_fits(ledger.nodes.values() if ledger is not None else nodes, req, counter, reserved)
     if avoid_gpu:  # CPU-only work stays off accelerator nodes while the others can hold it
@@ -96,15 +116,29 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
     if sum(k for _, k in fits) < count:
         return None
     keys = score_key(req)
-    if req.rdma_fabric and policy in (Placement.PACK, Placement.FRAG):
-        return _pack_rdma(fits, req, count, keys, empty)
-    if policy is Placement.FRAG:
-        mix = ledger.mix if ledger is not None else None
-        memo = frag_memo(ledger.cache, mix) if ledger is not None else None
-        return _frag(fits, req, count, keys, empty, FragScorer(req, mix, memo))
-    if policy is Placement.RANDOM:
-        return _random(fits, count, ledger.rng if ledger is not None else random.Random(0))
-    return _POLICIES[policy](fits, req, count, keys, empty)
+
+    def base(subset, n: int) -> list[str] | None:
+        if req.rdma_fabric and policy in (Placement.PACK, Placement.FRAG):
+            return _pack_rdma(subset, req, n, keys, empty)
+        if policy is Placement.FRAG:
+            mix = ledger.mix if ledger is not None else None
+            memo = frag_memo(ledger.cache, mix) if ledger is not None else None
+            return _frag(subset, req, n, keys, empty, FragScorer(req, mix, memo))
+        if policy is Placement.RANDOM:
+            return _random(subset, n, ledger.rng if ledger is not None else random.Random(0))
+        return _POLICIES[policy](subset, req, n, keys, empty)
+
+    if near is None:
+        return base(fits, count)
+    if near.algorithm == KUEUE:
+        return place_kueue(fits, count, near, topo)  # type: ignore[arg-type]
+    per = req.resources.get(keys[0], 0.0)
+
+    def free_left(members, placed: list[str]) -> float:
+        have = sum((n.capacity if empty else n.free).get(keys[0], 0.0) for n, _ in members)
+        return round(have - per * len(placed), 9)
+
+    return place_near(fits, count, near, topo, base, free_left)  # type: ignore[arg-type]
 
 
 def _draw(ledger: Ledger, req: WorkerRequest, counter: FitCounter, reserved: Reserved | None,
@@ -141,6 +175,12 @@ def _scan_fits(nodes: Iterable[NodeState], req: WorkerRequest, counter: FitCount
         if k > 0:
             fits.append((node, k))
     return fits
+
+
+def _indexed_nodes(ledger: Ledger, req: WorkerRequest) -> Iterable[NodeState]:
+    """Every node the free-capacity index says might hold one worker of ``req``."""
+    counter = FitCounter(req)
+    return ledger.index.nodes(ledger.index.keys_for(counter.card, counter.need, req.resources.get(CPU, 0.0)))
 
 
 def _indexed_fits(ledger: Ledger, req: WorkerRequest, count: int, policy: Placement, counter: FitCounter,
@@ -325,6 +365,8 @@ def _random(fits, count: int, rng: random.Random) -> list[str] | None:
     return out if len(out) == count else None
 
 
+_FILLING = (Placement.PACK, Placement.FRAG, Placement.BEST_FIT)  # policies that fill a domain before the next
+
 _POLICIES = {
     Placement.PACK: _pack,
     Placement.SPREAD: _spread,
@@ -334,9 +376,13 @@ _POLICIES = {
 }
 
 
-def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: Placement | str) -> str:
+def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: Placement | str,
+            near: Locality | None = None, topology: Topology | None = None) -> str:
     """Explain why a gang can never be placed on these nodes even when they are empty."""
     nodes = [n for n in nodes if n.alive]
+    if near is not None and topology is not None and near.required \
+            and place(nodes, req, count, policy, empty=True) is not None:
+        return _why_not_near(nodes, req, count, near, topology)
     policy = Placement(policy).resolve(req)
     selector = req.node_selector()
     matching = [n for n in nodes if n.matches(selector)] if selector else nodes
@@ -365,6 +411,26 @@ def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: 
                 f"lower workers or use placement spread")
     return (f"the gang of {count} workers x {_fmt(req.resources)} is larger than the cluster "
             f"(at most {capacity} such workers fit on empty nodes{rule}); lower workers or per-worker resources")
+
+
+def _why_not_near(nodes: list[NodeState], req: WorkerRequest, count: int, near: Locality, topo: Topology) -> str:
+    """The gang fits the cluster but no single domain of its required level."""
+    counter = FitCounter(req, empty=True)
+    selector = req.node_selector()
+    fits = [(n, k) for n in nodes if (not selector or n.matches(selector)) and (k := counter(n)) > 0]
+    best = closest(fits, count, topo, near.level)
+    depth = topo.depth(near.level)
+    wider = [name for name in topo.names[:depth] if name != near.level] if depth else []
+    largest = (f"the largest {near.level}, {best[0]}, holds at most {best[1]} such workers when empty"
+               if best else f"no node carries the labels of a {near.level} ({_level_labels(topo, near.level)})")
+    widen = f", ask for a wider level ({' or '.join(reversed(wider))})" if wider else ""
+    return (f"topology {near.text()} needs all {count} workers x {_fmt(req.resources)} inside one {near.level}, "
+            f"but {largest}; lower workers{widen} or use preferred: {near.level}")
+
+
+def _level_labels(topo: Topology, level: str) -> str:
+    depth = topo.depth(level) or 0
+    return ", ".join(label for _, label in topo.levels[:depth + 1]) or "none"
 
 
 def _fmt(res: Mapping[str, float]) -> str:

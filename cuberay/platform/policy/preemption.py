@@ -24,9 +24,11 @@ from cuberay.platform.policy.decisions import Preempt
 from cuberay.platform.policy.nodes import FitCounter
 from cuberay.platform.policy.placement import Placement
 from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.topology import CUBERAY
 from cuberay.platform.spec.resources import CARD_RESOURCES
 
 EPS = 1e-9
+DOMAINS_TRIED = 8  # a gang with a locality looks for victims in this many domains at most (first-touched first)
 
 
 class Preemption:
@@ -56,7 +58,15 @@ class Preemption:
         return True
 
     def _release_until_fits(self, job: JobRequest, is_holder: bool, own_only: bool = False) -> list[RunningJob]:
-        """Release victims in order until the job fits (and is within its max); undo and return [] if never."""
+        """Release victims in order until the job fits (and is within its max); undo and return [] if never.
+
+        A gang with a (cuberay) locality takes its victims from one domain of its level, the one whose
+        victims come first in the order; a preferred one falls back to the whole order.
+        """
+        if job.topology is not None and job.topology.algorithm == CUBERAY:
+            chosen = self._release_in_one_domain(job, is_holder, own_only)
+            if chosen or job.topology.required:
+                return chosen
         contended = _contended(job)
         chosen: list[RunningJob] = []
         slot = FitCounter(job.worker)
@@ -77,6 +87,41 @@ class Preemption:
         for run in reversed(chosen):
             self._restore(run)
         return []
+
+    def _release_in_one_domain(self, job: JobRequest, is_holder: bool, own_only: bool) -> list[RunningJob]:
+        topo, nodes = self.s.ledger.topology, self.s.ledger.nodes
+        depth = topo.depth(job.topology.level)  # type: ignore[union-attr]
+        if depth is None:
+            return []
+        contended = _contended(job)
+        order = list(self._victims(job, contended, own_only))
+        touching: dict[tuple, list[int]] = {}
+        for i, run in enumerate(order):
+            for key in {topo.key(nodes[n], depth) for n in run.allocation.node_ids if n in nodes} - {None}:
+                touching.setdefault(key, []).append(i)
+        best: tuple[tuple[int, int], list[RunningJob], list[str]] | None = None
+        for key in sorted(touching, key=lambda k: (touching[k][0], k))[:DOMAINS_TRIED]:
+            chosen: list[RunningJob] = []
+            for i in touching[key]:
+                run = order[i]
+                if best is not None and i >= best[0][0]:
+                    break  # this domain already needs a victim later in the order than the best one's last
+                if run.job.tenant != job.tenant and not self._still_at_guarantee(run, contended):
+                    continue
+                self._release(run)
+                chosen.append(run)
+                placed = self._place(job, honour_reservation=not is_holder) if self._over_max(job) is None else None
+                if placed:
+                    best = ((i, len(chosen)), list(chosen), placed)
+                    break
+            for run in reversed(chosen):
+                self._restore(run)
+        if best is None:
+            return []
+        for run in best[1]:
+            self._release(run)
+        self._placed = best[2]
+        return best[1]
 
     def _keep_needed(self, job: JobRequest, chosen: list[RunningJob], is_holder: bool) -> list[RunningJob]:
         """Give back victims the job turned out not to need (last chosen first)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from cuberay.platform.policy.placement import Placement
+from cuberay.platform.policy.topology import Locality
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 
@@ -41,15 +42,18 @@ class JobRequest:
     # Its allocation may grow toward max_workers and shrink back to workers while it runs
     # (elastic function-mode training, serving); see policy/resize.py.
     resizable: bool = False
+    # How close its workers must (required) or should (preferred) be: one domain of a topology level.
+    topology: Locality | None = None
     total: Resources = field(init=False)
     gpus: float = field(init=False)
-    shape: int = field(init=False)  # interned (worker, workers, max_workers, placement)
+    shape: int = field(init=False)  # interned (worker, workers, max_workers, placement, topology)
 
     def __post_init__(self) -> None:
         self.placement = Placement(self.placement)
         self.total = self.worker.resources * self.workers
         self.gpus = sum(self.total.get(name, 0.0) for name in CARD_RESOURCES)
-        self.shape = _intern((self.worker, self.workers, self.max_workers, self.placement))
+        shape = (self.worker, self.workers, self.max_workers, self.placement)
+        self.shape = _intern(shape if self.topology is None else (*shape, self.topology))
         if self.queued_at is None:
             self.queued_at = self.submit_time
 

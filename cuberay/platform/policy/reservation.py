@@ -14,6 +14,7 @@ from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.nodes import FitCounter, NodeState
 from cuberay.platform.policy.placement import Placement, score_key
 from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.topology_admission import claim_domain
 from cuberay.platform.spec.resources import WorkerRequest
 
 _EPS = 1e-9
@@ -67,7 +68,8 @@ def waited(job: JobRequest, now: float) -> float:
     return max(0.0, now - job.submit_time - ran)
 
 
-def claim(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
+def claim(ledger: Ledger, job: JobRequest,
+          previous: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, float]]:
     """Claim capacity for the reservation holder: its gang's share of the most-free nodes, as it frees.
 
     Nodes that could host workers are taken most-free first until they could
@@ -75,14 +77,17 @@ def claim(ledger: Ledger, job: JobRequest) -> dict[str, dict[str, float]]:
     workers' needs there. Recomputed every cycle: without runtime estimates we
     cannot know which node drains first, but claimed capacity is never lost to
     backfill, so claims only grow and the holder starts once enough has freed.
+    A gang with a locality claims inside one domain of its level (``previous``,
+    the last claim, keeps it in the same one while that could hold the gang).
     """
     keys = score_key(job.worker)
+    where = hosts(ledger, job.worker) if job.topology is None else claim_domain(ledger, job, hosts(ledger, job.worker),
+                                                                                 previous)
     if len(keys) == 1:  # one accelerator resource: skip the generator in this per-cycle loop
         key = keys[0]
-        candidates = [(-node.free.get(key, 0.0), node_id, k) for node, node_id, k in hosts(ledger, job.worker)]
+        candidates = [(-node.free.get(key, 0.0), node_id, k) for node, node_id, k in where]
     else:
-        candidates = [(-sum(node.free.get(key, 0.0) for key in keys), node_id, k)
-                      for node, node_id, k in hosts(ledger, job.worker)]
+        candidates = [(-sum(node.free.get(key, 0.0) for key in keys), node_id, k) for node, node_id, k in where]
     policy = job.placement.resolve(job.worker)
     if policy is Placement.STRICT_PACK:
         candidates = heapq.nsmallest(1, (c for c in candidates if c[2] >= job.workers))
@@ -130,7 +135,7 @@ class Reserving:
             if res is not None:
                 self.decisions.append(Reserve(None))
             return None
-        nodes = claim(self.s.ledger, holder)
+        nodes = claim(self.s.ledger, holder, res.nodes)
         if nodes != res.nodes:
             res = Reserve(holder.id, nodes, self.now)
             self.decisions.append(res)

@@ -34,6 +34,7 @@ from cuberay.platform.policy.nodes import FitCounter, NodeState
 from cuberay.platform.policy.placement import Placement, place
 from cuberay.platform.policy.preemption import EPS, _contended
 from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.topology_admission import home_domain, in_domain
 
 
 class Resizing:
@@ -163,6 +164,11 @@ class Resizing:
             tries = [(mine, Placement.PACK), (nodes.values(), Placement.PACK)]
         else:
             tries = [(nodes.values(), policy)]
+        if job.topology is not None:  # grow inside the domain its workers are in (required: only there)
+            home = home_domain(self.s.ledger, job, current)
+            keep = {n.id for n in in_domain(self.s.ledger, job, home)} if home is not None else set()
+            near = [([n for n in pool if n.id in keep], how) for pool, how in tries]
+            tries = near if job.topology.required else near + tries
         for pool, how in tries:
             found = place(pool, job.worker, 1, how, reserved=reserved)
             if found:

@@ -24,6 +24,7 @@ from cuberay.platform.spec.common import (
 )
 from cuberay.platform.spec.load import FieldError, module_name, over_text
 from cuberay.platform.spec.resources import Resources
+from cuberay.platform.spec.topology import TopologySpec
 
 WILDCARD_MEMBER = "*"
 TENANT_ENV = "CUBERAY_TENANT"  # the user's own default tenant, read by the client and carried by each call
@@ -200,6 +201,10 @@ class PlatformSpec(SpecModel):
     node_pools: list[NodePool] = Field(default_factory=list, description="Node pools for simulation and KubeRay; "
                                                                          "empty = use the nodes Ray has.")
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings, description="Admission settings.")
+    topology: TopologySpec | None = Field(None, description="Levels of closeness of the nodes, widest first, each "
+                                          "read from a node label (e.g. block, rack; the host is below them). "
+                                          "Jobs ask for one with spec.topology. null = one level, the RDMA "
+                                          "domain (cuberay.io/rdma-domain), which RDMA jobs prefer.")
     admins: list[str] = Field(default_factory=list, description="Login names of the platform's admins: they may "
                                                                 "apply an edited platform file, stop the platform "
                                                                 "and read every tenant's jobs. Whoever started "

@@ -19,6 +19,7 @@ from cuberay.platform.spec.common import (
 from cuberay.platform.spec.load import FieldError, env_name, parse_duration
 from cuberay.platform.spec.platform_file import Tenant
 from cuberay.platform.spec.resources import WorkerRequest
+from cuberay.platform.spec.topology import TopologyRequest
 
 # ---------------------------------------------------------------- jobs
 
@@ -91,6 +92,11 @@ class WorkloadSpec(SpecModel):
                                  "(GPU jobs frag, CPU-only jobs spread and keep off GPU nodes while others fit).")
     node_selector: Labels = Field(default_factory=dict, description="Node labels every worker's node must have, "
                                                                     "e.g. cuberay.io/pool: a100.")
+    topology: TopologyRequest | None = Field(None, description="How close the workers must or should be: "
+                                             "{required: rack} (one rack, or wait) or {preferred: rack} (one rack "
+                                             "if any fits, else as few as possible); levels are the platform's "
+                                             "spec.topology and host. null = no constraint (RDMA jobs prefer one "
+                                             "RDMA domain).")
     priority: int | None = Field(None, description="Priority (higher first); null = the tenant's default.")
     max_runtime: OptionalDuration = Field(None, description='Limit on run time: seconds, or "90m", "2h", '
                                                                    '"1d"; null = none.')
