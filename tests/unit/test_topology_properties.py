@@ -25,6 +25,8 @@ from tests.unit.helpers import worker
 from tests.unit.test_properties import check_state
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+# One placement per example: cheap, and the cases where a preferred gang must widen need many draws to come up.
+PLACEMENT_SETTINGS = settings(SETTINGS, max_examples=600)
 BLOCK, RACK = "cuberay.io/block", "cuberay.io/rack"
 LEVELS = (("block", BLOCK), ("rack", RACK))
 
@@ -113,7 +115,7 @@ def used_at(ledger: Ledger, node_ids, depth: int) -> int:
     return len({ledger.topology.key(ledger.nodes[n], depth) for n in set(node_ids)})
 
 
-@SETTINGS
+@PLACEMENT_SETTINGS
 @given(busy(), st.integers(1, 16), st.sampled_from([0.5, 1, 2]), st.sampled_from(["rack", "block", "host"]),
        st.sampled_from(["pack", "frag", "spread", "best_fit"]))
 def test_preferred_is_never_worse_than_topology_blind(ledger, count, gpus, level, policy):
