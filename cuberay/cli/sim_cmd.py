@@ -10,9 +10,10 @@ import typer
 from cuberay.cli import app
 from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.errors import SpecError
-from cuberay.platform.policy.fit import tenant_quotas
+from cuberay.platform.policy.fit import platform_topology, tenant_quotas
 from cuberay.platform.policy.scheduling import POLICIES, TenantQuota
 from cuberay.platform.sim.cluster import NodeSpec, uniform_cluster
+from cuberay.platform.sim.distance import DistanceCost
 from cuberay.platform.sim.engine import Report, simulate
 from cuberay.platform.sim.inputs import (
     TraceFormat,
@@ -54,9 +55,18 @@ _UNTIL_METRICS: list[tuple[str, Callable[[Report], str]]] = [
 ]
 
 
-def table_rows(reports: Sequence[Report], until: bool = False) -> list[dict[str, str]]:
+def _near_metrics(reports: Sequence[Report]) -> list[tuple[str, Callable[[Report], str]]]:
+    """Rows of where gangs wider than a host landed: the share inside one domain of each level, the distance cost."""
+    levels = [k[len("in_one_"):] for k in (reports[0].near if reports else {}) if k.startswith("in_one_")]
+    rows: list[tuple[str, Callable[[Report], str]]] = [
+        (f"multi-host gangs inside one {level}", lambda r, key=f"in_one_{level}": f"{100 * r.near.get(key, 0):.1f}%")
+        for level in levels]
+    return rows + [("mean distance slowdown", lambda r: f"{r.near.get('mean_slowdown', 1.0):.3f}x")]
+
+
+def table_rows(reports: Sequence[Report], until: bool = False, near: bool = False) -> list[dict[str, str]]:
     """One row per metric, one column per policy run (times in hours, fractions in percent)."""
-    metrics = _METRICS + (_UNTIL_METRICS if until else [])
+    metrics = _METRICS + (_UNTIL_METRICS if until else []) + (_near_metrics(reports) if near else [])
     return [{"metric": label, **{column(r): value(r) for r in reports}} for label, value in metrics]
 
 
@@ -69,7 +79,8 @@ def column(report: Report) -> str:
 def sim(
     trace: Path = typer.Argument(..., metavar="TRACE", help="Trace CSV: Philly (timestamp,duration,num_gpus,"
                                  "gpu_time,cluster) or generic (submit_time,duration,gpus[,cpus,memory,workers,"
-                                 "tenant,priority]; gpus per worker, may be fractional)."),
+                                 "tenant,priority,max_workers,topology,slowdown_<level>]; gpus per worker, may "
+                                 "be fractional; topology is required:LEVEL or preferred:LEVEL)."),
     fmt: Optional[TraceFormat] = typer.Option(None, "--trace-format",
                                               help="philly | generic (default: from the header)."),
     start: Optional[str] = typer.Option(None, "--start", help="First submission to replay: a date (2017-10-01, "
@@ -101,6 +112,10 @@ def sim(
                                             "up to its last checkpoint (0: none kept)."),
     restart_cost: str = typer.Option("60s", "--restart-cost", help="Allocated, useless time when a preempted "
                                      "job starts again."),
+    distance_cost: float = typer.Option(0.0, "--distance-cost", min=0.0, metavar="K", help="Gangs placed wider "
+                                        "than their size needs run slower, per topology level crossed (the "
+                                        "platform file's spec.topology): K times the default slowdowns over 1 "
+                                        "(1: the defaults, host 1.47x, each wider level 2.29x); 0: no cost."),
     plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png", help="Write JCT CDF, GPU allocation "
                                         "and queue length plots (needs matplotlib)."),
     output: Format = output_option(),
@@ -121,14 +136,16 @@ def sim(
     quotas = tenant_quotas(plat) if plat else None
     _warn_unknown(jobs, quotas)
     err.print(f"{len(jobs):,} jobs from {trace}; {_nodes_text(nodes_)}", highlight=False)
-    reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop, demand, layout)
+    distance = DistanceCost().scaled(distance_cost) if distance_cost > 0 else None
+    reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop, demand, layout, distance)
                for name in names for layout in layouts]
     if plot is not None:
         from cuberay.platform.sim.plot import plot_reports
 
         plot_reports(reports, plot, title=f"{trace.name}: {len(jobs):,} jobs on {_nodes_text(nodes_)}")
         err.print(f"wrote {plot}", highlight=False)
-    _emit(reports, output, until=until is not None)
+    _emit(reports, output, until=until is not None,
+          near=distance is not None or (plat is not None and plat.spec.topology is not None))
 
 
 def _nodes_text(nodes: Sequence[NodeSpec]) -> str:
@@ -211,19 +228,22 @@ def _warn_unknown(jobs: Sequence[TraceJob], quotas: dict[str, TenantQuota] | Non
 
 def _replay(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], quotas: dict[str, TenantQuota] | None,
             name: str, plat: Platform | None, ckpt: float, restart: float, until: float | None,
-            demand: float | None = None, placement: str | None = None) -> Report:
+            demand: float | None = None, placement: str | None = None,
+            distance: DistanceCost | None = None) -> Report:
     err = error_console()
     label = name if placement is None else f"{name}, {placement}"
+    topology = platform_topology(plat) if plat is not None else None
     with err.status(f"replaying {len(jobs):,} jobs under {label} ..."):
         report = simulate(jobs, cluster, quotas, platform_policy(name, plat), checkpoint_interval_s=ckpt,
-                          restart_cost_s=restart, until=until, until_demand=demand, placement=placement)
+                          restart_cost_s=restart, until=until, until_demand=demand, placement=placement,
+                          topology=topology, distance=distance)
     err.print(f"{label}: {report.finished:,}/{report.jobs:,} finished in {report.wall_s:.1f} s", highlight=False)
     return report
 
 
-def _emit(reports: Sequence[Report], output: Format, until: bool) -> None:
+def _emit(reports: Sequence[Report], output: Format, until: bool, near: bool = False) -> None:
     if output == Format.table:
-        emit(table_rows(reports, until), output, title="cuberay sim")
+        emit(table_rows(reports, until, near), output, title="cuberay sim")
         return
     data = [r.to_dict() for r in reports]
     emit(data[0] if len(data) == 1 else data, output)

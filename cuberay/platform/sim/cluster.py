@@ -58,6 +58,22 @@ def uniform_cluster(nodes: int, gpus_per_node: int, cpus_per_node: float | None 
     return [NodeSpec(f"node-{i:04d}", dict(cap)) for i in range(nodes)]
 
 
+BLOCK_LABEL, RACK_LABEL = "cuberay.io/block", "cuberay.io/rack"
+
+
+def racked_cluster(blocks: int, racks_per_block: int, hosts_per_rack: int, gpus_per_node: int = 8,
+                   cpus_per_node: float | None = None, memory_per_node: float | None = None) -> list[NodeSpec]:
+    """A uniform cluster in racks and blocks: nodes ``b<i>-r<j>-h<k>`` labelled ``cuberay.io/block`` and
+    ``cuberay.io/rack`` (rack names repeat across blocks, as Kueue's convention allows)."""
+    nodes = uniform_cluster(blocks * racks_per_block * hosts_per_rack, gpus_per_node, cpus_per_node, memory_per_node)
+    out = []
+    for i, node in enumerate(nodes):
+        b, rest = divmod(i, racks_per_block * hosts_per_rack)
+        r, h = divmod(rest, hosts_per_rack)
+        out.append(NodeSpec(f"b{b}-r{r}-h{h}", node.capacity, {BLOCK_LABEL: f"b{b}", RACK_LABEL: f"r{r}"}))
+    return out
+
+
 class NodeGroup(SpecModel):
     """``count`` identical nodes."""
 

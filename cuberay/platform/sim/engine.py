@@ -26,7 +26,10 @@ from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, Resi
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, confine_to_pools, policy_named
+from cuberay.platform.policy.topology import CUBERAY, Locality, Topology
 from cuberay.platform.sim.cluster import NodeSpec
+from cuberay.platform.sim.distance import DistanceCost
+from cuberay.platform.sim.spread import Spread
 from cuberay.platform.sim.trace import TraceJob, proportional_quotas
 from cuberay.platform.spec.resources import CPU, GPU, MEMORY, Resources, WorkerRequest
 
@@ -70,6 +73,9 @@ class Report:
     cycle_p99_s: float = 0.0            # ... and 99th percentile
     max_queued: int = 0                 # most jobs waiting at once
     placement: str = "trace"             # the placement every job used, or "trace" (each job's own)
+    # Placements of gangs that need more than one host: how many, the share inside one domain of each level,
+    # and the mean run-time multiplier of the distance cost over every start (sim/spread.py).
+    near: dict[str, float] = field(default_factory=dict)
     timeline: list[tuple[float, float, int]] = field(default_factory=list, repr=False)
     jcts: list[float] = field(default_factory=list, repr=False)
 
@@ -95,6 +101,7 @@ class _Progress:
     generation: int = 0
     first_start: float | None = None
     workers: int = 0             # workers held now (an elastic job's count changes with each resize)
+    slowdown: float = 1.0        # run-time multiplier of the current placement (the distance cost)
 
 
 _FINISH, _ARRIVE, _TICK = 0, 1, 2
@@ -103,8 +110,11 @@ _FINISH, _ARRIVE, _TICK = 0, 1, 2
 class _Sim:
     def __init__(self, jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], tenants: Mapping[str, TenantQuota],
                  policy: Policy, checkpoint_interval_s: float, restart_cost_s: float,
-                 placement: str | None = None, cycle_every_s: float = 0.0) -> None:
+                 placement: str | None = None, cycle_every_s: float = 0.0, topology: Topology | None = None,
+                 distance: DistanceCost | None = None, near_algorithm: str = CUBERAY) -> None:
         ledger = Ledger()
+        if topology is not None:
+            ledger.topology = topology
         for n in cluster:
             ledger.add_node(n.id, n.capacity, n.labels)
         self.state = ClusterState(ledger, tenants, policy)
@@ -132,6 +142,8 @@ class _Sim:
         self.tick_at: float | None = None
         self.cycle_s: list[float] = []
         self.max_queued = 0
+        self.near_algorithm = near_algorithm  # who places gangs with a topology request: cuberay or kueue
+        self.spread = Spread(ledger, distance)
 
     def run(self, until: float | None, until_demand: float | None = None) -> None:
         for i, job in enumerate(self.jobs):
@@ -183,8 +195,10 @@ class _Sim:
         quota = self.state.tenants.get(tj.tenant)
         worker = confine_to_pools(worker, quota.pools if quota else None)
         elastic = tj.max_workers is not None and tj.max_workers > tj.workers
+        near = Locality(tj.near[0], tj.near[1], self.near_algorithm) if tj.near else None
         req = JobRequest(tj.id, tj.tenant, worker, tj.workers, self.placement or tj.placement, tj.priority,
-                         tj.submit_time, max_workers=tj.max_workers if elastic else None, resizable=elastic)
+                         tj.submit_time, max_workers=tj.max_workers if elastic else None, resizable=elastic,
+                         topology=near)
         self.arrived_gpus += tj.total_gpus
         if self.state.submit(req) is not None:
             self.rejected += 1
@@ -229,12 +243,13 @@ class _Sim:
         self.state.set_band_flip(run)
         p.attempts += 1
         p.workers = len(d.node_ids)
+        p.slowdown = self.spread.started(run.job, p.trace, d.node_ids)
         self._schedule_finish(p)
 
     def _schedule_finish(self, p: _Progress) -> None:
         """Linear speed-up: ``duration`` is the run time with ``workers``; more workers finish sooner."""
         p.generation += 1
-        speed = p.workers / p.trace.workers
+        speed = p.workers / p.trace.workers / p.slowdown
         finish = p.work_start + max(p.trace.duration - p.done, 0.0) / speed
         heapq.heappush(self.events, (finish, _FINISH, p.generation, p.trace.id))
 
@@ -247,6 +262,7 @@ class _Sim:
         p.run_start = self.now
         p.work_start = self.now + self.restart
         p.workers = len(d.node_ids)
+        p.slowdown = self.spread.resized(self.state.running[d.job_id].job, p.trace, d.node_ids)
         self._schedule_finish(p)
 
     def _preempt(self, job_id: str) -> None:
@@ -259,7 +275,7 @@ class _Sim:
 
     def _account_attempt(self, p: _Progress, keep_all: bool) -> None:
         gpus = p.trace.gpus * (p.workers or p.trace.workers)
-        speed = (p.workers or p.trace.workers) / p.trace.workers
+        speed = (p.workers or p.trace.workers) / p.trace.workers / p.slowdown
         held = max(0.0, self.now - p.run_start)
         worked = max(0.0, self.now - p.work_start)
         kept = worked if keep_all else (math.floor(worked / self.ckpt) * self.ckpt if self.ckpt > 0 else 0.0)
@@ -302,7 +318,7 @@ class _Sim:
             arrived_gpu_demand=self.arrived_gpus / self.capacity_gpus if self.capacity_gpus else 0.0,
             placement=self.placement or "trace",
             cycle_p50_s=_pct(sorted(self.cycle_s), 50), cycle_p99_s=_pct(sorted(self.cycle_s), 99),
-            max_queued=self.max_queued,
+            max_queued=self.max_queued, near=self.spread.report(),
             timeline=self.timeline, jcts=jcts)
 
     def _tenant_report(self) -> dict[str, dict[str, float]]:
@@ -322,7 +338,8 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
              tenants: Mapping[str, TenantQuota] | None = None, policy: Policy | str = "cuberay", *,
              checkpoint_interval_s: float = 1800.0, restart_cost_s: float = 60.0,
              until: float | None = None, until_demand: float | None = None,
-             placement: str | None = None, cycle_every_s: float = 0.0) -> Report:
+             placement: str | None = None, cycle_every_s: float = 0.0, topology: Topology | None = None,
+             distance: DistanceCost | None = None, near_algorithm: str = CUBERAY) -> Report:
     """Replay ``jobs`` on ``cluster`` under ``policy`` and measure it.
 
     Args:
@@ -339,6 +356,10 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
             the trace's.
         cycle_every_s: 0 runs a cycle after every event; more runs at most one per this many simulated
             seconds (a live controller's tick; for overload replays with an arrival every few seconds).
+        topology: the cluster's levels of closeness (node labels); None: the RDMA domain only.
+        distance: the distance cost (sim/distance.py): gangs placed wider than their size needs run slower;
+            None: no cost.
+        near_algorithm: who places jobs with a topology request: ``cuberay`` or ``kueue`` (the baseline).
     Returns:
         A :class:`Report`.
     """
@@ -348,7 +369,8 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
     ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
     quotas = dict(tenants) if tenants is not None else proportional_quotas(ordered, cluster)
     t0 = _time.perf_counter()
-    sim = _Sim(ordered, cluster, quotas, pol, checkpoint_interval_s, restart_cost_s, placement, cycle_every_s)
+    sim = _Sim(ordered, cluster, quotas, pol, checkpoint_interval_s, restart_cost_s, placement, cycle_every_s,
+               topology, distance, near_algorithm)
     start = ordered[0].submit_time if ordered else 0.0
     sim.run(None if until is None else start + until, until_demand)
     return sim.report(pol, _time.perf_counter() - t0)

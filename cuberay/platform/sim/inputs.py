@@ -130,6 +130,9 @@ def _row_problem(job: TraceJob) -> str | None:
     if job.gpus > 1 and not float(job.gpus).is_integer():
         return (f"gpus {job.gpus:g} per worker: a count above 1 must be whole (a fraction shares ONE card); "
                 f"use {math.ceil(job.gpus)} or split the job into more workers")
+    for level, factor in job.slowdown:
+        if not (math.isfinite(factor) and factor >= 1):
+            return f"slowdown_{level} {factor:g} is not a run-time multiplier >= 1 (1: crossing it costs nothing)"
     if job.gpus == 0 and job.cpus == 0 and job.memory == 0:
         return "the row asks for nothing (gpus, cpus and memory are 0); give at least one"
     return None

@@ -33,6 +33,8 @@ class TraceJob:
     priority: int = 0
     placement: str = "pack"
     max_workers: int | None = None  # elastic: may grow to this many workers (``duration`` is at ``workers``)
+    near: tuple[str, str] | None = None  # (required|preferred, level): the gang's topology request
+    slowdown: tuple[tuple[str, float], ...] = ()  # (level, run-time multiplier when crossed): its own distance cost
 
     @property
     def total_gpus(self) -> float:
@@ -87,11 +89,16 @@ def load_philly(path: str, start: str | float | None = None, end: str | float | 
 
 
 def load_generic(path: str, start: float | None = None, end: float | None = None) -> list[TraceJob]:
-    """Read ``submit_time,duration,gpus[,cpus,memory,workers,tenant,priority]`` (gpus may be fractional)."""
+    """Read ``submit_time,duration,gpus[,cpus,memory,workers,tenant,priority,max_workers,topology,slowdown_<level>]``.
+
+    ``gpus`` may be fractional; ``topology`` is ``required:LEVEL`` or ``preferred:LEVEL``; each
+    ``slowdown_<level>`` column is the job's own run-time multiplier when its gang crosses that level.
+    """
     jobs = []
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
         _require(reader.fieldnames, ("submit_time", "duration", "gpus"), path)
+        costs = [c for c in reader.fieldnames or () if c.startswith(SLOWDOWN_PREFIX)]
         for n, row in enumerate(reader, start=2):
             try:
                 t = float(row["submit_time"])
@@ -100,13 +107,28 @@ def load_generic(path: str, start: float | None = None, end: float | None = None
                     int(float(row.get("workers") or 1)), float(row.get("cpus") or 0),
                     float(row.get("memory") or 0), row.get("tenant") or "default",
                     int(float(row.get("priority") or 0)),
-                    max_workers=int(float(row["max_workers"])) if row.get("max_workers") else None)
+                    max_workers=int(float(row["max_workers"])) if row.get("max_workers") else None,
+                    near=_near(row.get("topology")),
+                    slowdown=tuple((c[len(SLOWDOWN_PREFIX):], float(row[c])) for c in costs if row.get(c)))
             except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: int('inf')
                 raise SpecError(f"bad row: {exc}", file=path, path=f"line {n}") from None
             if (start is None or t >= start) and (end is None or t < end):
                 jobs.append(job)
     jobs.sort(key=lambda j: j.submit_time)
     return jobs
+
+
+SLOWDOWN_PREFIX = "slowdown_"
+
+
+def _near(text: str | None) -> tuple[str, str] | None:
+    """``required:rack`` -> ("required", "rack"); empty -> None."""
+    if not text:
+        return None
+    mode, _, level = text.partition(":")
+    if mode not in ("required", "preferred") or not level:
+        raise ValueError(f"topology {text!r} is not 'required:LEVEL' or 'preferred:LEVEL'")
+    return mode, level
 
 
 def _require(fields: Sequence[str] | None, needed: Iterable[str], path: str) -> None:
