@@ -2,8 +2,8 @@
 
 One file per tenant (``<tenant>.yaml``: Namespace, platform ConfigMap, LocalQueue under
 Kueue, RayCluster, and the NetworkPolicy, Role and RoleBinding that keep tenants apart) and one for the cluster-scoped objects (``cluster.yaml``: ResourceFlavors,
-ClusterQueues and WorkloadPriorityClasses under Kueue; Queues and PriorityClasses under
-Volcano), plus a README of the scheduler settings the manifests need. Apply
+ClusterQueues and WorkloadPriorityClasses under Kueue, with its Topology when the platform declares
+levels of closeness; HyperNodes, Queues and PriorityClasses under Volcano), plus a README of the scheduler settings the manifests need. Apply
 ``cluster.yaml`` first.
 """
 
@@ -27,6 +27,7 @@ from cuberay.kuberay.render_queues import (
     local_queue,
     volcano_cluster_objects,
 )
+from cuberay.kuberay.render_topology import KUEUE_NOTE, VOLCANO_NOTE, declared
 from cuberay.platform.policy.pool_shares import platform_shares
 
 CLUSTER_FILE = "cluster.yaml"
@@ -46,12 +47,13 @@ def render_platform(platform: Any, opts: RenderOptions) -> dict[str, list[Manife
     """File name -> manifests (or README text), in apply order."""
     shares = platform_shares(platform)
     files: dict[str, list[Manifest] | str] = {}
+    near = bool(declared(platform))
     if opts.scheduler == L.Scheduler.kueue:
         files[CLUSTER_FILE] = kueue_cluster_objects(platform, shares, opts)
-        files["README.md"] = KUEUE_README
+        files["README.md"] = KUEUE_README + (KUEUE_NOTE if near else "")
     elif opts.scheduler == L.Scheduler.volcano:
         files[CLUSTER_FILE] = volcano_cluster_objects(platform, shares, opts)
-        files["README.md"] = VOLCANO_README
+        files["README.md"] = VOLCANO_README + (VOLCANO_NOTE if near else "")
     for tenant in platform.tenants:
         files[f"{tenant.name}.yaml"] = tenant_manifests(platform, tenant, shares[tenant.name], opts)
     return files

@@ -20,6 +20,7 @@ from cuberay.errors import SpecError
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
 from cuberay.kuberay.quantities import pool_fabric, quantities
+from cuberay.kuberay.render_topology import kueue_cluster_podset, volcano_cluster_labels
 from cuberay.kuberay.storage import tenant_storage
 from cuberay.platform.policy.pool_shares import PoolShare
 
@@ -121,7 +122,8 @@ def _tolerations(pool: Any) -> list[dict[str, Any]]:
 
 
 def worker_group(share: PoolShare, opts: RenderOptions, labels: dict[str, str],
-                 volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> dict[str, Any]:
+                 volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
+                 annotations: dict[str, str] | None = None) -> dict[str, Any]:
     pool = share.pool
     fabric = pool_fabric(pool)
     limits = quantities(pool.node_resources(), fabric)
@@ -152,7 +154,10 @@ def worker_group(share: PoolShare, opts: RenderOptions, labels: dict[str, str],
         group["resources"] = resources
     if ray_lbls := ray_labels(share):
         group["labels"] = ray_lbls
-    group["template"] = {"metadata": {"labels": dict(labels)}, "spec": spec}
+    meta: dict[str, Any] = {"labels": dict(labels)}
+    if annotations:
+        meta["annotations"] = dict(annotations)  # Kueue's pod-set topology request
+    group["template"] = {"metadata": meta, "spec": spec}
     return group
 
 
@@ -195,7 +200,7 @@ def head_group(opts: RenderOptions, labels: dict[str, str], volumes: list[dict[s
 
 def cluster_spec(tenant: Any, shares: list[PoolShare], opts: RenderOptions, labels: dict[str, str], *,
                  start_controller: bool = True, config_map: str = CONFIGMAP,
-                 autoscaling: bool | None = None) -> dict[str, Any]:
+                 autoscaling: bool | None = None, worker_annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """The RayClusterSpec shared by the tenant's RayCluster, RayJobs and RayServices."""
     volumes, mounts = tenant_storage(tenant)
     env = [{"name": "CUBERAY_PLATFORM", "value": f"{L.CONFIG_DIR}/{L.PLATFORM_KEY}"},
@@ -214,7 +219,8 @@ def cluster_spec(tenant: Any, shares: list[PoolShare], opts: RenderOptions, labe
         spec["gcsFaultToleranceOptions"] = ft
     spec["headGroupSpec"] = head_group(opts, labels, volumes, mounts, env, start_controller=start_controller,
                                        config_map=config_map)
-    spec["workerGroupSpecs"] = [worker_group(s, opts, labels, volumes, mounts) for s in shares if s.max_replicas > 0]
+    spec["workerGroupSpecs"] = [worker_group(s, opts, labels, volumes, mounts, worker_annotations)
+                                for s in shares if s.max_replicas > 0]
     return spec
 
 
@@ -230,12 +236,14 @@ def queue_labels(platform: Any, tenant: Any, opts: RenderOptions) -> dict[str, s
 
 def raycluster(platform: Any, tenant: Any, shares: list[PoolShare], opts: RenderOptions) -> Manifest:
     pod_labels = L.base_labels(platform.metadata.name, tenant.name)
+    near = volcano_cluster_labels(platform) if opts.scheduler == L.Scheduler.volcano else {}
     metadata: dict[str, Any] = {"name": tenant.name, "namespace": tenant.name,
-                                "labels": {**pod_labels, **queue_labels(platform, tenant, opts)}}
+                                "labels": {**pod_labels, **queue_labels(platform, tenant, opts), **near}}
     if opts.scheduler == L.Scheduler.kueue and opts.autoscaling:
         metadata["annotations"] = {L.KUEUE_ELASTIC: "true"}
+    podset = kueue_cluster_podset(platform) if opts.scheduler == L.Scheduler.kueue else {}
     obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": metadata,
-           "spec": cluster_spec(tenant, shares, opts, pod_labels)}
+           "spec": cluster_spec(tenant, shares, opts, pod_labels, worker_annotations=podset)}
     manifest = Manifest(obj, _cluster_header(tenant, shares, opts))
     groups = [s for s in shares if s.max_replicas > 0]
     for i, share in enumerate(groups):

@@ -25,6 +25,7 @@ from cuberay.kuberay.render_cluster import (
     queue_labels,
     tenant_platform,
 )
+from cuberay.kuberay.render_topology import kueue_podset, volcano_labels
 from cuberay.platform.policy.fit import check_job
 from cuberay.platform.policy.pool_shares import PoolShare, tenant_shares
 
@@ -76,8 +77,15 @@ def _job_configmap(platform: Any, tenant: Any, job: Any, shares: list[PoolShare]
 
 
 def _metadata(platform: Any, tenant: Any, job: Any, opts: RenderOptions) -> dict[str, Any]:
+    near = volcano_labels(platform, job.spec.topology) if opts.scheduler == L.Scheduler.volcano else {}
     return {"name": job.name, "namespace": tenant.name,
-            "labels": {**L.base_labels(platform.metadata.name, tenant.name), **queue_labels(platform, tenant, opts)}}
+            "labels": {**L.base_labels(platform.metadata.name, tenant.name), **queue_labels(platform, tenant, opts),
+                       **near}}
+
+
+def _podset(platform: Any, job: Any, opts: RenderOptions) -> dict[str, str]:
+    """The worker pods' topology request for Kueue (job.spec.topology)."""
+    return kueue_podset(platform, job.spec.topology) if opts.scheduler == L.Scheduler.kueue else {}
 
 
 def rayjob(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
@@ -88,7 +96,7 @@ def rayjob(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
     config = f"{job.name}-cuberay"
     pod_labels = L.base_labels(platform.metadata.name, tenant.name)
     spec_cluster = cluster_spec(tenant, shares, opts, pod_labels, start_controller=False, config_map=config,
-                                autoscaling=elastic)
+                                autoscaling=elastic, worker_annotations=_podset(platform, job, opts))
     platform_file = f"{L.CONFIG_DIR}/{L.PLATFORM_KEY}"
     entrypoint = (f'cuberay up --platform {platform_file} --address "$RAY_ADDRESS" && '
                   f"cuberay run {shlex.quote(f'{L.CONFIG_DIR}/{L.JOB_KEY}')}")
@@ -106,11 +114,24 @@ def rayjob(platform: Any, job: Any, opts: RenderOptions) -> list[Manifest]:
     manifest = Manifest(obj, [f"{job.kind} {job.name} of tenant {tenant.name} on its own Ray cluster, deleted "
                               f"{TTL_AFTER_FINISHED_S}s after the job ends."])
     manifest.note(("spec", "entrypoint"), "install the controller, then be the job's driver")
+    _note_topology(manifest, platform, job, opts)
     if "activeDeadlineSeconds" in spec:
         manifest.note(("spec", "activeDeadlineSeconds"), f"max_runtime {job.spec.max_runtime}")
     if "backoffLimit" in spec:
         manifest.note(("spec", "backoffLimit"), "max_failures (each retry is a new cluster)")
     return [_job_configmap(platform, tenant, job, shares, config), manifest]
+
+
+def _note_topology(manifest: Manifest, platform: Any, job: Any, opts: RenderOptions) -> None:
+    request = job.spec.topology
+    if request is None:
+        return
+    if opts.scheduler == L.Scheduler.volcano and request.level == "host":
+        manifest.header.append(f"topology {request.mode}: host has no Volcano tier; the job's own controller keeps "
+                               f"its workers on one host")
+    elif opts.scheduler != L.Scheduler.none:
+        manifest.header.append(f"topology {request.mode}: {request.level}, asked of "
+                               f"{'Kueue (pod-set annotation)' if opts.scheduler == L.Scheduler.kueue else 'Volcano (network-topology labels)'}")
 
 
 def serve_config_v2(app: Any) -> dict[str, Any]:
@@ -142,7 +163,8 @@ def rayservice(platform: Any, app: Any, opts: RenderOptions) -> list[Manifest]:
     config = f"{app.name}-cuberay"
     spec = {"serveConfigV2": yaml.safe_dump(serve_config_v2(app), sort_keys=False),
             "rayClusterConfig": cluster_spec(tenant, shares, opts, pod_labels, start_controller=False,
-                                             config_map=config, autoscaling=True)}
+                                             config_map=config, autoscaling=True,
+                                             worker_annotations=_podset(platform, app, opts))}
     metadata = _metadata(platform, tenant, app, opts)
     if opts.scheduler == L.Scheduler.kueue:
         metadata["annotations"] = {L.KUEUE_ELASTIC: "true"}

@@ -19,6 +19,7 @@ from cuberay.kuberay import labels as L
 from cuberay.kuberay.manifest import Manifest
 from cuberay.kuberay.quantities import k8s_names, pool_fabric, quantity, total
 from cuberay.kuberay.render_cluster import RenderOptions
+from cuberay.kuberay.render_topology import declared, hypernodes, kueue_topology, topology_name
 from cuberay.platform.policy.pool_shares import PoolShare
 from cuberay.platform.spec.resource_grammar import parse_cpu, parse_memory
 from cuberay.platform.spec.resources import Resources
@@ -54,6 +55,8 @@ def resource_flavor(platform: Any, pool: Any) -> Manifest:
         taints.append({"key": key, **({"value": value} if value else {}), "effect": effect})
     if taints:
         spec["nodeTaints"] = taints
+    if declared(platform):
+        spec["topologyName"] = topology_name(platform)  # Kueue places the flavor's pods by the topology
     obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
            "metadata": {"name": L.flavor(platform.metadata.name, pool.name),
                         "labels": L.base_labels(platform.metadata.name)}, "spec": spec}
@@ -157,9 +160,10 @@ def priority_classes(platform: Any, kind: str) -> list[Manifest]:
 
 def kueue_cluster_objects(platform: Any, all_shares: dict[str, list[PoolShare]],
                           opts: RenderOptions) -> list[Manifest]:
+    topology = [kueue_topology(platform)] if declared(platform) else []
     flavors = [resource_flavor(platform, p) for p in platform.spec.node_pools]
     queues = [cluster_queue(platform, t, all_shares[t.name], opts) for t in platform.tenants]
-    return [*flavors, *queues, *priority_classes(platform, "WorkloadPriorityClass")]
+    return [*topology, *flavors, *queues, *priority_classes(platform, "WorkloadPriorityClass")]
 
 
 # ---------------------------------------------------------------- Volcano
@@ -201,7 +205,7 @@ def volcano_queue(platform: Any, tenant: Any, shares: list[PoolShare], opts: Ren
 def volcano_cluster_objects(platform: Any, all_shares: dict[str, list[PoolShare]],
                             opts: RenderOptions) -> list[Manifest]:
     queues = [volcano_queue(platform, t, all_shares[t.name], opts) for t in platform.tenants]
-    return [*queues, *priority_classes(platform, "PriorityClass")]
+    return [*hypernodes(platform), *queues, *priority_classes(platform, "PriorityClass")]
 
 
 VOLCANO_README = """# Volcano settings for these manifests

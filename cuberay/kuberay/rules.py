@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 from cuberay.kuberay import labels as L
 from cuberay.kuberay.problems import Problem, ident, json_path
+from cuberay.kuberay.rules_topology import kueue_topology, volcano_hypernode
 
 NAME_LIMITS = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 KUEUE_MAX_WORKER_GROUPS = 17  # Kueue: at most 18 PodSets, one of them the head
@@ -286,7 +287,7 @@ def kueue_cluster_queue(obj: dict[str, Any]) -> Found:
 
 
 RULES: tuple[Callable[[dict[str, Any]], Found], ...] = (names, cluster, rayjob, rayservice, kueue_ray, volcano_ray,
-                                                        kueue_cluster_queue)
+                                                        kueue_cluster_queue, kueue_topology, volcano_hypernode)
 
 
 def check_rules(obj: dict[str, Any]) -> list[Problem]:

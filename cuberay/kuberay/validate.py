@@ -43,6 +43,9 @@ def known_kinds() -> list[str]:
 
 
 def check_schema(obj: dict[str, Any]) -> list[Problem]:
+    if not isinstance(obj, dict):
+        return [Problem("schema", "?", "?", "", f"a document is {type(obj).__name__}, not a mapping; it is not a "
+                                               f"Kubernetes object (was it a table or log output?)")]
     kind, name = ident(obj)
     api_version = obj.get("apiVersion")
     if not isinstance(api_version, str) or not isinstance(obj.get("kind"), str):

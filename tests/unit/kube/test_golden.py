@@ -21,7 +21,8 @@ from cuberay.platform.spec import load_platform, load_spec
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "unit" / "golden" / "kube"
-PLATFORMS = {"example": REPO / "configs" / "platform.yaml", "large": REPO / "configs" / "kube" / "platform-large.yaml"}
+PLATFORMS = {"example": REPO / "configs" / "platform.yaml", "large": REPO / "configs" / "kube" / "platform-large.yaml",
+             "topology": REPO / "configs" / "topology" / "platform.yaml"}
 JOBS = ("train-ddp", "task", "serve-echo")
 UPDATE = os.environ.get("CUBERAY_UPDATE_GOLDEN") == "1"
 
