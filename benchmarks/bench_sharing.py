@@ -12,6 +12,10 @@ the simulator (``fifo-backfill``: every task that fits starts at once) and stops
 the GPUs asked for reach 100% of the cluster's; the figure is the share of GPUs then
 allocated. The published anchors on that workload: Random 86.3%, BestFit 92.9%, FGD 95.2%.
 
+``--cpu-heavy`` is the variant with a CPU-heavy share: 40% of the tasks need no GPU, and those ask for
+4-48 CPUs (some as large as half a CPU-only node), the mix where spreading one-pod CPU tasks over the
+CPU nodes leaves none with room for a large one, which then takes CPUs beside GPUs.
+
 ``--write-inputs DIR`` writes one seed's trace and cluster so that the same replay runs as
 ``cuberay sim DIR/trace.csv --cluster DIR/cluster.yaml --policy fifo-backfill --until 100%
 --placement frag --placement best_fit``. Writes benchmarks/out/sharing.json.
@@ -44,6 +48,9 @@ LABELS = {"random": "random", "best_fit": "best-fit", "pack": "pack (auto before
 CPUS = (3, 4, 6, 8, 12, 16)
 CPU_WEIGHTS = (10, 30, 15, 25, 12, 8)
 SHARES = [round(0.2 + 0.05 * i, 2) for i in range(13)]  # 0.2 .. 0.8
+CPU_ONLY = 0.13
+HEAVY_CPU_ONLY = 0.40  # --cpu-heavy: the share of tasks that need no GPU ...
+HEAVY_CPUS, HEAVY_WEIGHTS = (4, 8, 16, 24, 32, 48), (20, 25, 20, 15, 12, 8)  # ... and their CPUs
 
 
 def cluster() -> list[NodeSpec]:
@@ -55,39 +62,45 @@ def cluster() -> list[NodeSpec]:
     return nodes
 
 
-def task(rng: random.Random, i: int) -> TraceJob:
+def task(rng: random.Random, i: int, cpu_heavy: bool = False) -> TraceJob:
     u = rng.random()
-    if u < 0.13:
+    cpu_only = HEAVY_CPU_ONLY if cpu_heavy else CPU_ONLY
+    # The GPU tasks keep their mix: u rescaled onto the default's GPU range (exactly u without --cpu-heavy).
+    rest = (u - cpu_only) / (1 - cpu_only) * (1 - CPU_ONLY) + CPU_ONLY if cpu_heavy else u
+    if u < cpu_only:
         gpus = 0.0
-    elif u < 0.51:  # a share of one card, most often about a half
+    elif rest < 0.51:  # a share of one card, most often about a half
         gpus = 0.5 if rng.random() < 0.4 else rng.choice(SHARES)
-    elif u < 0.99:
+    elif rest < 0.99:
         gpus = 1.0
     else:
         gpus = float(rng.choice((2, 4, 8)))
-    cpus = float(rng.choices(CPUS, CPU_WEIGHTS)[0])
+    if cpu_heavy and gpus == 0.0:
+        cpus = float(rng.choices(HEAVY_CPUS, HEAVY_WEIGHTS)[0])
+    else:
+        cpus = float(rng.choices(CPUS, CPU_WEIGHTS)[0])
     return TraceJob(f"task-{i:05d}", float(i), 1e9, gpus, 1, cpus)
 
 
-def workload(seed: int, capacity: float) -> list[TraceJob]:
+def workload(seed: int, capacity: float, cpu_heavy: bool = False) -> list[TraceJob]:
     """Tasks in random order until their GPU demand passes 110% of capacity (the replay stops at 100%)."""
     rng = random.Random(seed)
     jobs, demand = [], 0.0
     while demand < 1.1 * capacity:
-        job = task(rng, len(jobs))
+        job = task(rng, len(jobs), cpu_heavy)
         jobs.append(job)
         demand += job.gpus
     return jobs
 
 
-def run(seed: int, placement: str) -> dict[str, Any]:
+def run(seed: int, placement: str, cpu_heavy: bool = False) -> dict[str, Any]:
     nodes = cluster()
     capacity = sum(n.capacity.get(GPU, 0.0) for n in nodes)
-    jobs = workload(seed, capacity)
+    jobs = workload(seed, capacity, cpu_heavy)
     quotas = {"default": TenantQuota("default", Resources(), None)}
     t0 = time.perf_counter()
     report = simulate(jobs, nodes, quotas, "fifo-backfill", until_demand=1.0, placement=placement)
-    return {"seed": seed, "placement": placement, "allocated": report.gpu_allocated_fraction,
+    return {"seed": seed, "placement": placement, "cpu_heavy": cpu_heavy, "allocated": report.gpu_allocated_fraction,
             "arrived": report.arrived_gpu_demand, "tasks": report.running_at_end + report.queued_at_end,
             "running": report.running_at_end, "waiting": report.queued_at_end,
             "wall_s": time.perf_counter() - t0}
@@ -113,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5, help="seeds 1..N")
     ap.add_argument("--seed", type=int, action="append", help="repeatable: these seeds instead of 1..N")
     ap.add_argument("--placement", action="append", choices=PLACEMENTS, help="repeatable (default: all)")
+    ap.add_argument("--cpu-heavy", action="store_true", help="the variant with 40%% CPU-only tasks of 4-48 CPUs")
     ap.add_argument("--write-inputs", type=Path, default=None, metavar="DIR")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/out/sharing.json)")
     args = ap.parse_args(argv)
@@ -121,12 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     placements = args.placement or list(PLACEMENTS)
     result: dict[str, Any] = {"machine": print_machine(), "args": {"seeds": args.seed or args.seeds,
-                                                                   "placements": placements},
+                                                                   "placements": placements,
+                                                                   "cpu_heavy": args.cpu_heavy},
                               "runs": []}
     seeds = args.seed or list(range(1, args.seeds + 1))
     for seed in seeds:
         for placement in placements:
-            r = run(seed, placement)
+            r = run(seed, placement, args.cpu_heavy)
             result["runs"].append(r)
             print(f"seed {seed} {placement:9s} allocated {100 * r['allocated']:.2f}% of GPUs at "
                   f"{100 * r['arrived']:.1f}% demand ({r['waiting']} tasks waiting, {r['wall_s']:.1f} s)", flush=True)

@@ -287,3 +287,19 @@ def test_following_whole_cards_moves_the_free_ones():
     assert ledger.follow_cards("j", [[2, 3]])
     assert ledger.nodes["n"].cards == [1.0, 1.0, 0.0, 0.0] and ledger.nodes["n"].full_cards == 2
     ledger.check_invariants()
+
+
+def test_auto_puts_a_one_pod_cpu_job_where_frag_would_so_a_large_one_still_finds_a_cpu_node():
+    ledger = Ledger()
+    add(ledger, "g0", gpus=4, cpus=16)
+    add(ledger, "c0", cpus=32)
+    add(ledger, "c1", cpus=32)
+    ledger.allocate("busy", worker(gpus=None, cpus=20), ["c0"])  # c0 has 12 CPUs left, c1 32
+    small = worker(gpus=None, cpus=8)
+    assert place(ledger, small, 1, "auto") == place(ledger, small, 1, "frag") == ["c0"]
+    assert place(ledger, small, 1, "spread") == ["c1"]  # what auto did: the emptiest node
+    ledger.allocate("small", small, ["c0"])
+    assert place(ledger, worker(gpus=None, cpus=32), 1, "auto") == ["c1"]  # the large pod still has a node
+    ledger.release("busy")
+    ledger.release("small")
+    assert sorted(place(ledger, small, 2, "auto")) == ["c0", "c1"]  # a CPU gang still spreads its workers

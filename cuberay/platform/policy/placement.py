@@ -13,11 +13,13 @@ All or nothing: a policy returns a node for every worker or ``None``.
   no single node holds packs.
 - ``best_fit``: the node left with the least free GPU and CPU.
 - ``random``: any node that fits (a baseline for comparisons).
-- ``auto``: jobs that use accelerators use ``frag``; CPU-only jobs spread over
-  nodes without accelerators while those can hold them, and once those are
-  full go where they strand the fewest cards (``frag``); on a cluster without
-  such nodes they spread; RDMA jobs prefer nodes of one
-  ``cuberay.io/rdma-domain``.
+- ``auto``: jobs that use accelerators use ``frag``; so does a CPU-only job of
+  one worker (spreading is about a gang's workers, not about where one pod
+  lands: spread single pods leave no node with room for a large one). CPU-only
+  gangs spread. CPU-only work keeps to nodes without accelerators while those
+  can hold it, and once those are full goes where it strands the fewest cards
+  (``frag``); on a cluster without such nodes gangs spread; RDMA jobs prefer
+  nodes of one ``cuberay.io/rdma-domain``.
 
 A job with a locality (``topology: {required|preferred: LEVEL}``) is placed with
 its policy inside the domains :mod:`.topology` chooses.
@@ -89,6 +91,8 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
     """
     asked = Placement(policy)
     policy = asked.resolve(req)
+    if asked is Placement.AUTO and policy is Placement.SPREAD and count == 1:
+        policy = Placement.FRAG  # one pod: the node it strands least on (best fit on plain nodes), not the emptiest
     ledger = nodes if isinstance(nodes, Ledger) else None
     topo = topology if topology is not None else (ledger.topology if ledger is not None else None)
     if near is None and topo is not None and policy in _FILLING:

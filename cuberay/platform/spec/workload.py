@@ -89,7 +89,8 @@ class WorkloadSpec(SpecModel):
     resources: WorkerResources = Field(default_factory=WorkerResources, description="Resources of EACH worker.")
     placement: Placement = Field(Placement.AUTO, strict=False, description="pack | spread | strict_pack | "
                                  "strict_spread | frag (least GPU fragmentation) | best_fit | random | auto "
-                                 "(GPU jobs frag, CPU-only jobs spread and keep off GPU nodes while others fit).")
+                                 "(GPU jobs and one-worker CPU jobs frag, CPU-only gangs spread; CPU-only work "
+                                 "keeps off GPU nodes while others fit).")
     node_selector: Labels = Field(default_factory=dict, description="Node labels every worker's node must have, "
                                                                     "e.g. cuberay.io/pool: a100.")
     topology: TopologyRequest | None = Field(None, description="How close the workers must or should be: "
