@@ -3,6 +3,7 @@
     python benchmarks/bench_decision.py                 # 1,000 nodes, 10,000 queued, 200 cycles
     python benchmarks/bench_decision.py --cycles 50 --nodes 200 --queued 2000
     python benchmarks/bench_decision.py --nodes 10000 --queued 1 --refill   # one job at a time, empty queue
+    python benchmarks/bench_decision.py --topology      # racks of 8 hosts in blocks of 4, gangs preferred: rack
 
 Snapshot: nodes of 8 GPUs / 64 CPUs / 512Gi, ~85% of GPUs held by running jobs
 of assorted shapes and tenants; a queue of mixed shapes (1, 2, 4, 8, 16, 32
@@ -11,7 +12,9 @@ applying its decisions and finishing one random running job, so every cycle has
 something to decide. Measured twice on fresh snapshots: with reasons for every
 waiting job (explain=True) under the live controller's cycle budget
 (``--budget-ms``, default the platform's), and without reasons or budget (the
-simulator's mode). Cycle times are wall clock and CPU time of this process
+simulator's mode). With ``--topology`` the nodes are racks of 8 hosts in blocks of 4 racks (labels
+``cuberay.io/rack`` and ``cuberay.io/block``, the ledger's topology block > rack with fill on), and every
+multi-node job asks ``preferred: rack``, as bench_topology.py's cuberay variant does. Cycle times are wall clock and CPU time of this process
 (``time.process_time``: the comparable figure on a shared machine). Writes
 benchmarks/out/decision.json.
 """
@@ -36,6 +39,8 @@ from cuberay.platform.policy.ledger import Ledger  # noqa: E402
 from cuberay.platform.policy.placement import place  # noqa: E402
 from cuberay.platform.policy.queue import JobRequest  # noqa: E402
 from cuberay.platform.policy.scheduling import Policy, TenantQuota  # noqa: E402
+from cuberay.platform.policy.topology import PREFERRED, Locality, Topology  # noqa: E402
+from cuberay.platform.sim.cluster import BLOCK_LABEL, RACK_LABEL  # noqa: E402
 from cuberay.platform.spec.resources import CPU, GPU, MEMORY, Resources, WorkerRequest  # noqa: E402
 
 # Reference rates quoted for comparison (from the task brief; not measured here).
@@ -48,21 +53,35 @@ PRIORITIES = (0, 5, 10)
 
 
 PLACEMENT = "pack"
+TOPOLOGY = False  # --topology
+HOSTS_PER_RACK, RACKS_PER_BLOCK = 8, 4
+NEAR = Locality(PREFERRED, "rack")
 
 
 def job_of(i: int, gpus: int, tenant: str, priority: int, submit: float) -> JobRequest:
     """Up to 8 GPUs: one worker on one node; larger: workers of 8 GPUs (one per node)."""
     per, workers = (gpus, 1) if gpus <= 8 else (8, gpus // 8)
     worker = WorkerRequest(Resources({GPU: per, CPU: 6.0 * per, MEMORY: 48.0 * 2**30 * per}))
-    return JobRequest(f"job-{i:06d}", tenant, worker, workers, PLACEMENT, priority, submit)
+    near = NEAR if TOPOLOGY and workers > 1 else None
+    return JobRequest(f"job-{i:06d}", tenant, worker, workers, PLACEMENT, priority, submit, topology=near)
+
+
+def labels(n: int) -> dict[str, str] | None:
+    """--topology: node n's rack and block."""
+    if not TOPOLOGY:
+        return None
+    rack = n // HOSTS_PER_RACK
+    return {RACK_LABEL: f"r{rack}", BLOCK_LABEL: f"b{rack // RACKS_PER_BLOCK}"}
 
 
 def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int,
              policy: Policy | None = None) -> tuple[ClusterState, random.Random]:
     rng = random.Random(seed)
     ledger = Ledger()
+    if TOPOLOGY:
+        ledger.topology = Topology((("block", BLOCK_LABEL), ("rack", RACK_LABEL)), fill=True)
     for n in range(nodes):
-        ledger.add_node(f"node-{n:05d}", {GPU: 8, CPU: 64, MEMORY: 512 * 2**30})
+        ledger.add_node(f"node-{n:05d}", {GPU: 8, CPU: 64, MEMORY: 512 * 2**30}, labels(n))
     names = [f"tenant-{t}" for t in range(tenants)]
     share = Resources({GPU: 8.0 * nodes / tenants, CPU: 64.0 * nodes / tenants})
     state = ClusterState(ledger, {t: TenantQuota(t, share, None) for t in names}, policy)
@@ -71,7 +90,7 @@ def snapshot(nodes: int, queued: int, tenants: int, busy: float, seed: int,
     i, misses = 0, 0
     while ledger.total_capacity[GPU] - ledger.total_free[GPU] < target and misses < 200:
         job = job_of(i, rng.choices(shapes, weights)[0], rng.choice(names), rng.choice(PRIORITIES), -rng.random() * 3600)
-        found = place(ledger, job.worker, job.workers, job.placement)
+        found = place(ledger, job.worker, job.workers, job.placement, near=job.topology)
         i += 1
         if found is None:
             misses += 1
@@ -141,11 +160,13 @@ def main(argv: list[str] | None = None) -> int:
                     "(with --queued 1: a decision on an otherwise empty queue)")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/out/decision.json)")
     ap.add_argument("--placement", default="pack", help="every job's placement (pack, frag, auto, ...)")
+    ap.add_argument("--topology", action="store_true",
+                    help="racked nodes (8 hosts a rack, 4 racks a block), multi-node jobs preferred: rack")
     ap.add_argument("--budget-ms", type=float, default=1000 * LIVE_CYCLE_BUDGET_S,
                     help="cycle time budget of the explain (live) run; 0: none (default: the live platform's)")
     args = ap.parse_args(argv)
-    global PLACEMENT
-    PLACEMENT = args.placement
+    global PLACEMENT, TOPOLOGY
+    PLACEMENT, TOPOLOGY = args.placement, args.topology
     if args.quick:
         args.cycles = 50
     result: dict[str, Any] = {"machine": print_machine(), "args": vars(args) | {"out": str(args.out)}, "runs": []}
