@@ -11,8 +11,8 @@ from cuberay.platform.policy.placement import (
     LABEL_RDMA_DOMAIN,
     Placement,
     place,
-    why_not,
 )
+from cuberay.platform.policy.unplaceable import why_not
 from cuberay.platform.spec.resources import (
     GPU,
     LABEL_ACCELERATOR,
