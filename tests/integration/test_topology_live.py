@@ -1,6 +1,6 @@
 """Topology on a live cluster: a `required: rack` gang is refused while no rack could hold it, then runs in one rack.
 
-Nodes join as `cuberay node start --label cuberay.io/rack=...` registers them (Ray node labels); the platform
+Nodes join as `cuberay node start -- --labels=cuberay.io/rack=...` registers them (Ray node labels); the platform
 declares the level `rack`. The session's own nodes carry no rack label, so they belong to no rack and the gang
 can only land on the labelled ones.
 """

@@ -1,7 +1,7 @@
 """Topology in specs: the platform's levels of closeness (node labels) and a job's request for one of them.
 
 The platform file names levels from widest to narrowest, each read from a
-node label (``cuberay node start --label cuberay.io/rack=r3``, a cluster
+node label (``cuberay node start -- --labels=cuberay.io/rack=r3``, a cluster
 file's or node pool's labels, a KubeRay worker group's labels); the host is
 always the narrowest level. Without a ``topology`` the one level is the RDMA
 domain (``cuberay.io/rdma-domain``), which RDMA jobs prefer as before.
