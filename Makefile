@@ -5,7 +5,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # torch goes in first and pinned: this machine carries the CPU build of 2.13.0 on disk,
-# while an unpinned torch (asked for by ray[train]/deepspeed) pulls a multi-GB CUDA build.
+# while an unpinned torch (asked for by ray[train]/deepspeed) pulls a multi-GB CUDA build. It goes in
+# under the constraints too, so its own dependencies (filelock, ...) land at the tested versions at once
+# instead of being installed newest and then downgraded.
 TORCH  := torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
@@ -19,7 +21,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -c constraints.txt "$(TORCH)"
 	$(BIN)/python -m pip install --progress-bar off -c constraints.txt -e ".[test,plot,dev]"
 	touch $(STAMP)
 
