@@ -3,6 +3,8 @@ what admission does with a locality (refusal at submit, waiting reasons, reserva
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from cuberay.platform.policy.admission import Admit, Preempt, Reserve, schedule
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import place
@@ -162,7 +164,8 @@ def test_a_reserved_required_gang_starts_inside_one_rack():
     out = schedule(s, 1.0)
     s.apply(out.decisions, 1.0)
     assert isinstance(s.reservation, Reserve) and s.reservation.job_id == "g"
-    for node in ("b0-r1-h0", "b0-r1-h1"):
+    # Three nodes empty, one of them in r0: two whole nodes hold the gang, and blind they may be in two racks.
+    for node in ("b0-r0-h0", "b0-r1-h0", "b0-r1-h1"):
         s.finish(f"small-{node}")
     out = schedule(s, 2.0)
     admit = next(d for d in out.decisions if isinstance(d, Admit))
@@ -206,3 +209,68 @@ def test_topology_never_reaches_jobs_that_ask_for_none_without_fill():
     for count in (1, 5, 12):
         assert place(ledger, worker(1), count, "pack") == place(plain, worker(1), count, "pack")
     assert ledger.nodes["b0-r0-h0"].capacity[CPU] == 64
+
+
+# ---------------------------------------------------------------- found in review
+
+
+def test_a_cpu_gang_required_in_one_rack_uses_that_racks_gpu_nodes_when_no_racks_plain_nodes_hold_it():
+    # Each rack: 2 CPU-only nodes and 2 GPU nodes. 3 workers x 16 CPUs: no rack's plain nodes hold it (2 x 16
+    # each), but every rack does with its GPU nodes; across the cluster the plain nodes alone would.
+    ledger = Ledger()
+    ledger.topology = Topology((("rack", RACK),))
+    for rack in ("r0", "r1"):
+        for i in range(2):
+            add(ledger, f"{rack}-cpu{i}", cpus=16, labels={RACK: rack})
+            add(ledger, f"{rack}-gpu{i}", gpus=8, cpus=64, labels={RACK: rack})
+    req = worker(None, 16)
+    placed = place(ledger, req, 3, "auto", near=Locality("required", "rack"))
+    assert placed is not None and len({ledger.nodes[n].labels[RACK] for n in placed}) == 1
+    assert place(ledger, req, 3, "auto") is not None  # and blind, the plain nodes first, as before
+
+
+def test_a_one_worker_required_job_on_a_large_cluster_finds_the_labelled_nodes_beyond_the_index_candidates():
+    from cuberay.platform.policy.node_index import INDEX_MIN_NODES
+
+    ledger = Ledger()
+    ledger.topology = Topology((("rack", RACK),))
+    for i in range(INDEX_MIN_NODES + 48):
+        add(ledger, f"loose-{i:04d}", gpus=2)  # tight and unlabelled: the index offers these first
+    for i in range(40):
+        add(ledger, f"racked-{i:02d}", gpus=8, labels={RACK: f"r{i // 8}"})
+    for policy in ("pack", "best_fit"):
+        placed = place(ledger, worker(1), 1, policy, near=Locality("required", "rack"))
+        assert placed is not None and placed[0].startswith("racked-"), (policy, placed)
+
+
+def test_a_required_gang_its_policy_cannot_place_in_any_rack_is_refused_for_the_policy_not_the_size():
+    from cuberay.platform.policy.unplaceable import why_not
+
+    ledger = racks({"b0": {"r0": 2, "r1": 2}})
+    text = why_not(ledger.nodes.values(), worker(1), 3, "strict_spread", near=Locality("required", "rack"),
+                   topology=TOPO)
+    assert "placed strict_spread, which no rack allows" in text and "holds at most" not in text, text
+
+
+def test_an_elastic_preferred_gang_starts_inside_one_rack_at_its_min_rather_than_spread_at_its_max():
+    ledger = racks({"b0": {"r0": 1, "r1": 1}})
+    s = state(ledger, policy=CLASSIC)
+    s.submit(gang("e", 8, Locality("preferred", "rack"), max_workers=12, resizable=True))
+    admit = next(d for d in schedule(s, 0.0).decisions if isinstance(d, Admit))
+    assert len(admit.node_ids) == 8 and len(rack_of(ledger, admit.node_ids)) == 1
+
+
+def test_crossing_a_level_no_node_is_labelled_with_costs_nothing_in_the_simulator():
+    from cuberay.platform.policy.topology import DEFAULT_TOPOLOGY
+    from cuberay.platform.sim.distance import HOST_SLOWDOWN, DistanceCost
+    from cuberay.platform.sim.spread import Spread
+
+    ledger = Ledger()
+    ledger.topology = DEFAULT_TOPOLOGY  # the RDMA domain, which these nodes do not carry
+    for i in range(4):
+        add(ledger, f"h{i}", gpus=8)
+    spread, trace = Spread(ledger, DistanceCost()), SimpleNamespace(slowdown=None)  # the job's own factors: none
+    small = gang("small", 4, None)  # one host holds it: on two it crosses the host, and only that
+    assert spread.factor(small, trace, ["h0", "h0", "h1", "h1"])[0] == HOST_SLOWDOWN  # type: ignore[arg-type]
+    big = gang("big", 16, None)  # its size needs two hosts: no cost
+    assert spread.factor(big, trace, ["h0"] * 8 + ["h1"] * 8)[0] == 1.0  # type: ignore[arg-type]

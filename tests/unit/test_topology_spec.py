@@ -32,7 +32,9 @@ def _job(topology: object, workers: int = 2) -> dict:
 def test_levels_default_their_label_and_a_platform_without_them_has_the_rdma_domain():
     platform = load_platform(_platform({"levels": [{"name": "block"}, {"name": "nvl", "label": "nvidia.com/clique"}]}))
     topo = platform_topology(platform)
-    assert topo.levels == (("block", "cuberay.io/block"), ("nvl", "nvidia.com/clique")) and topo.fill
+    assert topo.levels == (("block", "cuberay.io/block"), ("nvl", "nvidia.com/clique")) and not topo.fill
+    # fill is asked for: jobs without a request keep today's placement unless the platform says otherwise
+    assert platform_topology(load_platform(_platform({"levels": [{"name": "rack"}], "fill": True}))).fill
     assert topo.names == ("block", "nvl", "host")
     assert platform_topology(load_platform(_platform(None))) == DEFAULT_TOPOLOGY
 

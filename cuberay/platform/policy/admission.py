@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from dataclasses import replace
 from typing import Callable
 
 from cuberay.platform.policy.cluster_state import ClusterState, RunningJob, add_amounts
@@ -44,6 +45,7 @@ from cuberay.platform.policy.preemption import Preemption
 from cuberay.platform.policy.queue import Bucket, JobRequest
 from cuberay.platform.policy.reservation import Reserving, claim, held_now, worth_reserving
 from cuberay.platform.policy.resize import Resizing
+from cuberay.platform.policy.topology import REQUIRED
 from cuberay.platform.policy.topology_admission import near_reason
 from cuberay.platform.spec.resources import CARD_RESOURCES, format_amount
 
@@ -293,7 +295,10 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
                 return None
         nodes = self.s.ledger  # placement reads a large cluster through the ledger's free-capacity index
         if job.max_workers and job.max_workers > job.workers and self._max_allows(job, job.max_workers):
-            found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved, near=job.topology)
+            # At its max only inside one domain: a preferred gang whose min fits one starts there, not spread.
+            near = job.topology if job.topology is None or job.topology.required else \
+                replace(job.topology, mode=REQUIRED)
+            found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved, near=near)
             if found:
                 return found
         return place(nodes, job.worker, job.workers, job.placement, reserved=reserved, near=job.topology)

@@ -15,9 +15,9 @@ from typing import Iterable, Sequence
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import place
-from cuberay.platform.policy.unplaceable import why_not
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named, quota_exceeded
 from cuberay.platform.policy.topology import Locality, Topology
+from cuberay.platform.policy.unplaceable import why_not
 from cuberay.platform.spec.jobs import Job
 from cuberay.platform.spec.platform_file import NodePool, Platform, Tenant
 from cuberay.platform.spec.topology import level_pairs

@@ -104,36 +104,37 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
         if drawn is not None:
             return [drawn]
     if ledger is not None and not empty and len(ledger.nodes) >= INDEX_MIN_NODES:
-        if near is not None and count > 1:  # domains are compared whole: every node with room
+        # Domains are compared whole (every node with room): the index's few tightest candidates may all lie
+        # outside every domain of the level, and a required job would then wait with room elsewhere.
+        if near is not None and (count > 1 or near.required):
             fits = _scan_fits(_indexed_nodes(ledger, req), req, counter, reserved)
         else:
             fits = _indexed_fits(ledger, req, count, policy, counter, reserved, avoid_gpu)
     else:
         fits = _scan_fits(ledger.nodes.values() if ledger is not None else nodes, req, counter, reserved)
-    if avoid_gpu:  # CPU-only work stays off accelerator nodes while the others can hold it
-        plain = [(n, k) for n, k in fits if not n.card_resource]
-        if sum(k for _, k in plain) >= count:
-            fits = plain
-        elif asked is Placement.AUTO and plain:
-            policy = Placement.FRAG  # the plain nodes are full: go where it strands the fewest cards
     if sum(k for _, k in fits) < count:
         return None
     keys = score_key(req)
 
     def base(subset, n: int) -> list[str] | None:
-        if req.rdma_fabric and policy in (Placement.PACK, Placement.FRAG):
+        pol = policy
+        if avoid_gpu:  # CPU-only work stays off accelerator nodes while the others (of this domain) hold it
+            subset, pol = _plain_first(subset, n, pol, asked)
+        if req.rdma_fabric and pol in (Placement.PACK, Placement.FRAG):
             return _pack_rdma(subset, req, n, keys, empty)
-        if policy is Placement.FRAG:
+        if pol is Placement.FRAG:
             mix = ledger.mix if ledger is not None else None
             memo = frag_memo(ledger.cache, mix) if ledger is not None else None
             return _frag(subset, req, n, keys, empty, FragScorer(req, mix, memo))
-        if policy is Placement.RANDOM:
+        if pol is Placement.RANDOM:
             return _random(subset, n, ledger.rng if ledger is not None else random.Random(0))
-        return _POLICIES[policy](subset, req, n, keys, empty)
+        return _POLICIES[pol](subset, req, n, keys, empty)
 
     if near is None:
         return base(fits, count)
     if near.algorithm == KUEUE:
+        if avoid_gpu:
+            fits, _ = _plain_first(fits, count, policy, asked)
         return place_kueue(fits, count, near, topo)  # type: ignore[arg-type]
     per = req.resources.get(keys[0], 0.0)
 
@@ -142,6 +143,18 @@ def place(nodes: Ledger | Iterable[NodeState], req: WorkerRequest, count: int, p
         return round(have - per * len(placed), 9)
 
     return place_near(fits, count, near, topo, base, free_left)  # type: ignore[arg-type]
+
+
+def _plain_first(fits, count: int, policy: Placement, asked: Placement) -> tuple[list, Placement]:
+    """CPU-only work keeps to the nodes without accelerators while they hold it; once they are full, ``auto``
+    goes where it strands the fewest cards (``frag``). Applied per domain when the job has a locality, so a gang
+    that one rack's accelerator nodes hold is not refused because no rack's plain nodes do."""
+    plain = [(n, k) for n, k in fits if not n.card_resource]
+    if sum(k for _, k in plain) >= count:
+        return plain, policy
+    if asked is Placement.AUTO and plain:
+        return list(fits), Placement.FRAG
+    return list(fits), policy
 
 
 def _draw(ledger: Ledger, req: WorkerRequest, counter: FitCounter, reserved: Reserved | None,

@@ -26,7 +26,7 @@ def near_reason(ledger: Ledger, job: JobRequest) -> str:
     loc = job.topology
     assert loc is not None
     memo = ledger.cache.setdefault(("near-reason",), {})
-    key = (job.worker, job.workers, loc.level, ledger.changes)
+    key = (job.worker, job.workers, loc.mode, loc.level, ledger.changes)
     hit = memo.get(key)  # type: ignore[union-attr]
     if hit is not None:
         return hit

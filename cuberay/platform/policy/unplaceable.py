@@ -19,7 +19,7 @@ def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: 
     nodes = [n for n in nodes if n.alive]
     if near is not None and topology is not None and near.required \
             and place(nodes, req, count, policy, empty=True) is not None:
-        return _why_not_near(nodes, req, count, near, topology)
+        return _why_not_near(nodes, req, count, near, topology, policy)
     policy = Placement(policy).resolve(req)
     selector = req.node_selector()
     matching = [n for n in nodes if n.matches(selector)] if selector else nodes
@@ -50,7 +50,8 @@ def why_not(nodes: Iterable[NodeState], req: WorkerRequest, count: int, policy: 
             f"(at most {capacity} such workers fit on empty nodes{rule}); lower workers or per-worker resources")
 
 
-def _why_not_near(nodes: list[NodeState], req: WorkerRequest, count: int, near: Locality, topo: Topology) -> str:
+def _why_not_near(nodes: list[NodeState], req: WorkerRequest, count: int, near: Locality, topo: Topology,
+                  policy: Placement | str) -> str:
     """The gang fits the cluster but no single domain of its required level."""
     counter = FitCounter(req, empty=True)
     selector = req.node_selector()
@@ -58,6 +59,13 @@ def _why_not_near(nodes: list[NodeState], req: WorkerRequest, count: int, near: 
     best = closest(fits, count, topo, near.level)
     depth = topo.depth(near.level)
     wider = [name for name in topo.names[:depth] if name != near.level] if depth else []
+    if best is not None and best[1] >= count:  # room enough: the job's own policy is what no domain allows
+        policy = Placement(policy).resolve(req)
+        return (f"topology {near.text()} needs all {count} workers x {_fmt(req.resources)} inside one "
+                f"{near.level} placed {policy.value}, which no {near.level} allows (the largest, {best[0]}, holds "
+                f"{best[1]} such workers, but not placed that way); use placement pack or spread"
+                + (f", ask for a wider level ({' or '.join(reversed(wider))})" if wider else "")
+                + f" or use preferred: {near.level}")
     largest = (f"the largest {near.level}, {best[0]}, holds at most {best[1]} such workers when empty"
                if best else f"no node carries the labels of a {near.level} ({_level_labels(topo, near.level)})")
     widen = f", ask for a wider level ({' or '.join(reversed(wider))})" if wider else ""

@@ -60,9 +60,11 @@ class TopologySpec(SpecModel):
     levels: list[TopologyLevel] = Field(min_length=1, max_length=MAX_LEVELS,
                                         description="From widest to narrowest, e.g. [{name: block}, {name: rack}]; "
                                                     "the host is the narrowest level, below these.")
-    fill: bool = Field(True, description="Place jobs that ask for no topology (pack, frag, best_fit, auto) in the "
-                                         "fullest domain of the narrowest level that holds them, so that emptier "
-                                         "ones stay whole for the gangs that ask; they are never held back by it.")
+    fill: bool = Field(False, description="Place jobs that ask for no topology (pack, frag, best_fit, auto) in the "
+                                          "fullest domain of the narrowest level that holds them, so that emptier "
+                                          "ones stay whole for the gangs that ask; they are never held back by it. "
+                                          "Off by default: it changes where such jobs land, and a multi-worker "
+                                          "one then runs its policy once per domain.")
 
     @field_validator("levels")
     @classmethod
@@ -95,7 +97,10 @@ class TopologyRequest(SpecModel):
     @model_validator(mode="after")
     def _one(self) -> TopologyRequest:
         if (self.required is None) == (self.preferred is None):
-            raise FieldError(["required"], "set exactly one of required and preferred, e.g. {required: rack}")
+            seen = "neither is set" if self.required is None else \
+                f"both are set (required: {self.required}, preferred: {self.preferred})"
+            raise FieldError(["required"], f"set exactly one of required and preferred, e.g. {{required: rack}}; "
+                                           f"{seen}")
         return self
 
     @property
