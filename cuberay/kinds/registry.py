@@ -61,6 +61,11 @@ class JobKind:
         """Whether a pipeline step running this job is done: it SUCCEEDED, or, for a service, it runs."""
         return state == JobState.SUCCEEDED or (self.service and state == JobState.RUNNING)
 
+    def code_found(self, job: JobBase) -> list[str]:
+        """What the job's import paths name, imported (`cuberay spec validate`, after the static import check);
+        SpecError when one is not what the spec needs. Empty where a kind has nothing to tell."""
+        return []
+
     def summary(self, message: str) -> str | None:
         """What a succeeded job's final message comes down to in a results table (None: nothing beyond "ok")."""
         return None
