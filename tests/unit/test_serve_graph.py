@@ -183,7 +183,8 @@ def test_a_deployment_the_file_leaves_out_gets_its_codes_settings(tmp_path: Path
     ({"deployment": {"ray_actor_options": {"resources": {"x": 1}}}},
      "deployments[0].ray_actor_options.resources (cuberay pins replicas"),
     ({"deployment": {"ray_actor_options": {"num_cpus": 1}}},
-     "deployments[0].ray_actor_options.num_cpus (1; another deployment asks for '0.25'"),
+     "deployments[1].ray_actor_options.num_cpus (0.25; another deployment asks for '1': a ServeApp's replicas "
+     "all have the same resources)"),
     ({"deployment": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 2, "upscale_delay_s": 3}}},
      "deployments[0].autoscaling_config.upscale_delay_s"),
 ])
