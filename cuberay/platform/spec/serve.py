@@ -183,7 +183,7 @@ class ServeVersion(SpecModel):
             if engine != "custom":
                 raise FieldError(["deployments"], f"deployments list a bound application's graph (model: "
                                                   f"pkg.module:app); this version is engine {engine}")
-            if "replicas" in self.model_fields_set:
+            if self.replicas != 1:  # the field at its default (dumps carry it) means nothing here
                 raise FieldError(["replicas"], "a bound application's replicas are set per deployment: "
                                                "deployments[i].replicas (the version holds their sum); remove "
                                                "replicas")
