@@ -127,7 +127,8 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None, impo
     if import_check:
         check_imports(doc, file)
         try:
-            found = kinds.of(doc.kind).code_found(doc)
+            hook = kinds.of(doc.kind).code_found
+            found = kinds.load_object(hook, f"the {doc.kind} code check")(doc) if hook else []
         except SpecError as exc:
             raise SpecError(str(exc), file=file) from exc
     resolved = None

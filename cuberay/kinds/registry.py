@@ -39,6 +39,9 @@ class JobKind:
     #                              step of it is done once it runs
     servable: bool = False       # a ServeApp version may serve its successful runs (``model: {job: NAME}``)
     import_fields: tuple[str, ...] = ()  # spec fields holding "pkg.module:attribute" paths (`cuberay spec validate`)
+    # "module:function" (job -> lines) saying what the job's import paths name, imported, after the static check
+    # (`cuberay spec validate`); it raises SpecError when one is not what the spec needs. None: nothing to tell.
+    code_found: str | None = None
 
     @property
     def name(self) -> str:
@@ -60,11 +63,6 @@ class JobKind:
     def step_done(self, state: JobState) -> bool:
         """Whether a pipeline step running this job is done: it SUCCEEDED, or, for a service, it runs."""
         return state == JobState.SUCCEEDED or (self.service and state == JobState.RUNNING)
-
-    def code_found(self, job: JobBase) -> list[str]:
-        """What the job's import paths name, imported (`cuberay spec validate`, after the static import check);
-        SpecError when one is not what the spec needs. Empty where a kind has nothing to tell."""
-        return []
 
     def summary(self, message: str) -> str | None:
         """What a succeeded job's final message comes down to in a results table (None: nothing beyond "ok")."""

@@ -100,3 +100,13 @@ def problem(found: Found, listed: list[str], where: str) -> str | None:
         said.append(f"{where}.deployments lists {', '.join(strangers)}, which the graph does not have")
     return (f"{found.describe()}; {' and '.join(said)} (every deployment of the graph must be listed, so that admission "
             f"holds its replicas and pins them to the app's nodes); write deployments: [{suggestion}]")
+
+
+def found_in_app(job: Any) -> list[str]:
+    """`cuberay spec validate` of a ServeApp: each custom version's model, and SpecError for a graph whose
+    deployments the spec does not list (ServeAppKind.code_found)."""
+    from cuberay.serve import plan
+
+    plan.check_graphs(job)
+    return [f"{v.name}: {inspect(v.model).describe()}" for v in job.spec.versions
+            if v.resolved_engine == "custom" and isinstance(v.model, str)]
