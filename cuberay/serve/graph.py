@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cuberay.errors import SpecError
+
 DEPLOYMENT, CLASS, BOUND_APP, OTHER = "deployment", "class", "bound application", "not a Serve object"
 
 
@@ -105,8 +107,23 @@ def problem(found: Found, listed: list[str], where: str) -> str | None:
 def found_in_app(job: Any) -> list[str]:
     """`cuberay spec validate` of a ServeApp: each custom version's model, and SpecError for a graph whose
     deployments the spec does not list (ServeAppKind.code_found)."""
-    from cuberay.serve import plan
-
-    plan.check_graphs(job)
+    check_graphs(job)
     return [f"{v.name}: {inspect(v.model).describe()}" for v in job.spec.versions
             if v.resolved_engine == "custom" and isinstance(v.model, str)]
+
+
+def check_graphs(app: Any) -> None:
+    """Every custom version's import path is what its spec says: a deployment or class, or a bound application
+    whose graph's deployments are the ones listed. SpecError naming the version otherwise."""
+    for i, version in enumerate(app.spec.versions):
+        if version.resolved_engine != "custom" or not isinstance(version.model, str):
+            continue
+        where = f"spec.versions[{i}]"
+        try:
+            found = inspect(version.model)
+        except Exception as err:  # noqa: BLE001 - the user's module: any failure to import it is theirs
+            raise SpecError(f"version {version.name!r}: {version.model} cannot be imported ({type(err).__name__}: "
+                            f"{err}); fix the module or the import path", path=f"{where}.model") from err
+        wrong = problem(found, [d.name for d in version.deployments], where)
+        if wrong:
+            raise SpecError(f"version {version.name!r}: {wrong}", path=f"{where}.deployments")

@@ -97,25 +97,6 @@ def check_engines(app: ServeApp) -> None:
         llm.require_vllm()
 
 
-def check_graphs(app: ServeApp) -> None:
-    """Every custom version's import path is what its spec says: a deployment or class, or a bound application
-    whose graph's deployments are the ones listed. SpecError naming the version otherwise."""
-    from cuberay.serve import graph
-
-    for i, version in enumerate(app.spec.versions):
-        if version.resolved_engine != "custom" or not isinstance(version.model, str):
-            continue
-        where = f"spec.versions[{i}]"
-        try:
-            found = graph.inspect(version.model)
-        except Exception as err:  # noqa: BLE001 - the user's module: any failure to import it is theirs
-            raise SpecError(f"version {version.name!r}: {version.model} cannot be imported ({type(err).__name__}: "
-                            f"{err}); fix the module or the import path", path=f"{where}.model") from err
-        problem = graph.problem(found, [d.name for d in version.deployments], where)
-        if problem:
-            raise SpecError(f"version {version.name!r}: {problem}", path=f"{where}.deployments")
-
-
 def actor_options(app: ServeApp, node_ids: list[str]) -> dict[str, Any]:
     """Ray actor options of one replica: the spec's per-replica resources, pinned to the allocated nodes."""
     ray_resources = app.worker_request().to_ray()
