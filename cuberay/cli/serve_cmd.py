@@ -7,6 +7,7 @@
     cuberay serve rollback APP          restore the weights before the last rollout (--to ID: those of a change)
     cuberay serve history APP           every traffic change: id, when, who, what
     cuberay serve delete APP            take it off Serve and free its quota
+    cuberay serve import FILE           a Serve config file (`serve build` output): one ServeApp per application
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+import yaml
 
 from cuberay.cli import app
 from cuberay.cli.output import Format, emit, error_console
@@ -137,3 +139,46 @@ def delete(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str]
         print(f"App '{record.id}' deleted")
     else:
         emit(record, output)
+
+
+@serve_app.command("import")
+def import_config(file: Path = typer.Argument(..., metavar="FILE", help="A Ray Serve config file (what `serve "
+                                                                        "build` writes, `serve deploy` takes)."),
+                  tenant: Optional[str] = TENANT,
+                  dry_run: bool = typer.Option(False, "--dry-run", help="Print the ServeApps (YAML) and exit; "
+                                                                        "submit nothing."),
+                  wait: bool = typer.Option(False, "--wait", "-w", help="Wait until Serve runs each app (up to 5 "
+                                                                        "minutes each)."),
+                  output: Format = OUTPUT) -> None:
+    """Deploy each application of FILE as a ServeApp, as written: its bound application and its deployments'
+    settings; fields cuberay cannot honour are refused by name (exit 2) before anything is submitted."""
+    from cuberay.platform.spec import load_spec
+    from cuberay.serve.import_config import load_config, no_effect, to_serve_apps
+
+    config = load_config(file)
+    ignored = no_effect(config)
+    if ignored:
+        error_console().print(f"{file}: {', '.join(ignored)} have no effect here: the platform's Serve (its "
+                              f"proxies, ports and logs) is shared by every app", highlight=False)
+    specs = to_serve_apps(config, str(file), tenant, graph_of=_graph_of)
+    apps = [load_spec(spec) for spec in specs]  # the spec's own checks, for every app, before any is submitted
+    if dry_run:
+        print(yaml.safe_dump_all(specs, sort_keys=False).rstrip())
+        return
+    records = [_ops().deploy_app(app, tenant, wait_s=300.0 if wait else 0.0) for app in apps]
+    if output == Format.table:
+        for record in records:
+            print(f"App '{record.id}' {record.state.value.lower()}")
+    else:
+        emit(records, output)
+
+
+def _graph_of(import_path: str) -> list[dict[str, Any]] | None:
+    """A bound application's deployments as its code sets them, when it can be imported here."""
+    from cuberay.serve import graph
+
+    try:
+        found = graph.inspect(import_path)
+    except Exception:  # noqa: BLE001 - not importable here: the file's listing stands (the driver checks it)
+        return None
+    return list(found.deployments) if found.kind == graph.BOUND_APP else None

@@ -123,8 +123,14 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None, impo
         pools = len(doc.spec.node_pools)
         summary = f"Platform {doc.metadata.name}, {len(doc.tenants)} tenants: {tenants}; {pools} node pools"
         return {"file": file, "kind": "Platform", "name": doc.metadata.name, "summary": summary}
+    found: list[str] = []
     if import_check:
         check_imports(doc, file)
+        try:
+            hook = kinds.of(doc.kind).code_found
+            found = kinds.load_object(hook, f"the {doc.kind} code check")(doc) if hook else []
+        except SpecError as exc:
+            raise SpecError(str(exc), file=file) from exc
     resolved = None
     if plat is not None:
         if tenant:
@@ -137,8 +143,9 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None, impo
     workers = str(doc.min_workers) if doc.min_workers == doc.max_workers else f"{doc.min_workers}-{doc.max_workers}"
     per_worker = format_resources(doc.worker_request().resources)
     where = f" in {resolved}" if resolved else f" in {doc.tenant}" if doc.tenant else ""
+    summary = f"{doc.kind} {doc.name}{where}, {workers} workers x {per_worker}"
     return {"file": file, "kind": doc.kind, "name": doc.name, "tenant": doc.tenant, "workers": workers,
-            "per_worker": per_worker, "summary": f"{doc.kind} {doc.name}{where}, {workers} workers x {per_worker}"}
+            "per_worker": per_worker, "summary": "; ".join([summary, *found]), "code": found}
 
 
 def check_imports(job: Any, file: str | None = None) -> None:

@@ -39,6 +39,9 @@ class JobKind:
     #                              step of it is done once it runs
     servable: bool = False       # a ServeApp version may serve its successful runs (``model: {job: NAME}``)
     import_fields: tuple[str, ...] = ()  # spec fields holding "pkg.module:attribute" paths (`cuberay spec validate`)
+    # "module:function" (job -> lines) saying what the job's import paths name, imported, after the static check
+    # (`cuberay spec validate`); it raises SpecError when one is not what the spec needs. None: nothing to tell.
+    code_found: str | None = None
 
     @property
     def name(self) -> str:

@@ -152,7 +152,9 @@ def serve_config_v2(app: Any) -> dict[str, Any]:
         entry = app_config(plan.app_plan(app, plan.render_sources(app), [], grown=True))
     if runtime_env:
         entry["runtime_env"] = runtime_env
-    return {"applications": [entry]}
+    from cuberay.serve.config import companions
+
+    return {"applications": [entry, *companions(entry)]}  # bound-application versions are apps of their own
 
 
 def rayservice(platform: Any, app: Any, opts: RenderOptions) -> list[Manifest]:

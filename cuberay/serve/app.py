@@ -21,9 +21,9 @@ def _version(version: VersionPlan) -> Application:
         return TorchPredictor.options(**options).bind(version.checkpoint, version.factory, version.config,
                                                       version.name)
     target: Any = import_object(version.import_path or "")
-    if isinstance(target, Application):
-        raise TypeError(f"{version.import_path} is a bound application; name the deployment or class "
-                        f"instead (the version's replicas are configured by cuberay)")
+    if isinstance(target, Application):  # the driver checks this first (cuberay.serve.graph.problem)
+        raise TypeError(f"{version.import_path} is a bound application; list its graph's deployments under "
+                        f"the version's deployments, and cuberay deploys it as written")
     deployment = target if isinstance(target, Deployment) else serve.deployment(target)
     return deployment.options(**options).bind()
 
@@ -37,6 +37,7 @@ def build(args: dict[str, Any]) -> Application:
                    for v in plan.versions}
         return MultiplexedModels.options(user_config=plan.traffic, ray_actor_options=first.ray_actor_options,
                                          **first.replicas).bind(plan.name, sources)
-    handles = {v.name: _version(v) for v in plan.versions}
+    # A bound application runs as its own Serve app (VersionPlan.app): the router calls it by its app name.
+    handles = {v.name: v.app["name"] if v.app else _version(v) for v in plan.versions}
     return Router.options(user_config=plan.traffic, ray_actor_options=plan.router_actor_options).bind(
         plan.name, handles)

@@ -5,7 +5,10 @@ RayService takes as ``serveConfigV2``). Its ``import_path`` is the builder
 ``cuberay.serve.app:build``, its ``args`` the whole ``AppPlan``; the traffic config
 (weights, mirror, rate limit) is the ``user_config`` of the ingress deployment, so
 a new set of weights is a config change that Serve applies with ``reconfigure``
-in the running replicas, with no restart.
+in the running replicas, with no restart. A version that is a bound application
+(``module:app``) is deployed as written, as an app of its own beside this one
+(``VersionPlan.app``, named by ``graph_app_name``, no route), with per-deployment
+overrides; the router reaches it by its app handle.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # The entry-level operations are the serving policy's (the controller writes Serve's config with them).
-from cuberay.platform.policy.serving import merged, traffic_of, with_traffic  # noqa: F401 (re-exported)
+from cuberay.platform.policy.serving import companions, merged, traffic_of, with_traffic  # noqa: F401 (re-exported)
 
 BUILDER = "cuberay.serve.app:build"
 ROUTER, MODELS = "router", "models"  # ingress deployment names: split over handles, or multiplexed
@@ -32,9 +35,15 @@ class VersionPlan:
     checkpoint: str | None = None           # torch: checkpoint directory
     factory: str | None = None              # torch: "module:function" building the module
     config: dict = field(default_factory=dict)   # torch: the factory's argument (the TrainJob config)
-    import_path: str | None = None          # custom: a Serve deployment or class, "module:name"
+    import_path: str | None = None          # custom: a Serve deployment or class, "module:name"; or a bound app
     replicas: dict = field(default_factory=lambda: {"num_replicas": 1})  # or {"autoscaling_config": {...}}
     ray_actor_options: dict = field(default_factory=dict)
+    app: dict | None = None                 # a bound app: its own Serve app entry (see graph_app_name)
+
+
+def graph_app_name(serve_name: str, version: str) -> str:
+    """The Serve app of a bound-application version: its deployments keep their names, apart per version."""
+    return f"{serve_name}.{version}"  # "." is in no cuberay name, so no app's name is another's version's
 
 
 @dataclass(frozen=True)

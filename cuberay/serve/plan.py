@@ -18,7 +18,7 @@ from cuberay.errors import NotFoundError, SpecError
 from cuberay.platform.api.records import TrainRun
 from cuberay.platform.spec.serve import LLMSettings, ModelRef, ServeApp, ServeVersion
 from cuberay.serve import llm
-from cuberay.serve.config import MODEL_FILE, AppPlan, VersionPlan, can_multiplex, node_selector
+from cuberay.serve.config import MODEL_FILE, AppPlan, VersionPlan, can_multiplex, graph_app_name, node_selector
 
 TARGET_ONGOING_REQUESTS = 4  # per replica, before the autoscaler adds one
 Lookup = Callable[[str, ModelRef], TrainRun]
@@ -139,6 +139,49 @@ def _replicas(version: ServeVersion, cap: int) -> dict[str, Any]:
     return _autoscaling(version.min_replicas, cap)
 
 
+def graph_caps(version: ServeVersion, cap: int) -> dict[str, int]:
+    """The most replicas each deployment of a bound app's graph may run within its version's ``cap``: every
+    deployment its min, the rest in the graph's order up to each one's max."""
+    spare = max(0, cap - version.min_replicas)
+    caps = {}
+    for deployment in version.deployments:
+        extra = min(spare, deployment.max_replicas - deployment.min_replicas)
+        caps[deployment.name] = deployment.min_replicas + extra
+        spare -= extra
+    return caps
+
+
+def runtime_env(app: ServeApp) -> dict[str, Any]:
+    """The spec's runtime_env with its env as env_vars (what a Serve app entry's code runs in)."""
+    env = dict(app.spec.runtime_env)
+    if app.spec.env:
+        env["env_vars"] = {**env.get("env_vars", {}), **app.spec.env}
+    return env
+
+
+def graph_entry(app: ServeApp, version: ServeVersion, cap: int, options: dict[str, Any]) -> dict[str, Any]:
+    """A bound-application version as its own Serve app: the import path as written, and per deployment of
+    its graph the replicas within ``cap``, the spec's resources and the pin to the allocated nodes."""
+    caps = graph_caps(version, cap)
+    deployments = []
+    for deployment in version.deployments:
+        item: dict[str, Any] = {"name": deployment.name, **deployment.options,
+                                **_autoscaling(deployment.min_replicas, caps[deployment.name]),
+                                "ray_actor_options": dict(options)}
+        if deployment.user_config is not None:
+            item["user_config"] = deployment.user_config
+        if deployment.max_ongoing_requests is not None:
+            item["max_ongoing_requests"] = deployment.max_ongoing_requests
+        if deployment.target_ongoing_requests is not None and "autoscaling_config" in item:
+            item["autoscaling_config"]["target_ongoing_requests"] = deployment.target_ongoing_requests
+        deployments.append(item)
+    entry: dict[str, Any] = {"name": graph_app_name(app.serve_name, version.name), "route_prefix": None,
+                             "import_path": version.model, "deployments": deployments}
+    if runtime_env(app):
+        entry["runtime_env"] = runtime_env(app)
+    return entry
+
+
 def _granted(app: ServeApp, node_ids: list[str], grown: bool | None) -> int:
     if grown is None:
         return len(node_ids)
@@ -176,7 +219,8 @@ def app_plan(app: ServeApp, found: dict[str, dict[str, Any]], node_ids: list[str
             name=version.name, engine=version.resolved_engine, checkpoint=source.get("checkpoint"),
             factory=source.get("factory"), config=source.get("config") or {},
             import_path=version.model if isinstance(version.model, str) else None,
-            replicas=_replicas(version, caps[version.name]), ray_actor_options=options))
+            replicas=_replicas(version, caps[version.name]), ray_actor_options=options,
+            app=graph_entry(app, version, caps[version.name], options) if version.is_graph else None))
     multiplex = can_multiplex(tuple(versions))
     ingress_replicas = 1  # the router
     if multiplex:  # one deployment holds every version: it gets all the replicas admission held

@@ -51,13 +51,25 @@ class TrafficMixin:
         return request.headers.get(header) if header and isinstance(request, Request) else None
 
 
+class _AppHandles(dict):
+    """Version -> handle; a version given by its Serve app's name (a bound application) gets its app handle
+    on first use (the apps of one config deploy together, so it may not exist yet when the router starts)."""
+
+    def __getitem__(self, key: str) -> DeploymentHandle:
+        value = super().__getitem__(key)
+        if isinstance(value, str):
+            value = serve.get_app_handle(value)
+            self[key] = value
+        return value
+
+
 @serve.deployment(name="router", max_ongoing_requests=256)
 class Router(TrafficMixin):
     """Splits each request by weight to a version's handle; copies a share to the shadow."""
 
-    def __init__(self, app: str, handles: dict[str, DeploymentHandle]) -> None:
+    def __init__(self, app: str, handles: dict[str, DeploymentHandle | str]) -> None:
         self.app_name = app
-        self.handles = handles
+        self.handles = _AppHandles(handles)
         self.metrics = ServeMetrics(app)
         self._mirrors: set[asyncio.Task] = set()
 

@@ -18,8 +18,8 @@ from cuberay.errors import CuberayError
 from cuberay.platform.api import ControllerAPI
 from cuberay.platform.api.records import JobContext
 from cuberay.platform.spec.serve import ModelRef, ServeApp
-from cuberay.serve import deploy, plan
-from cuberay.serve.config import AppPlan, app_config, traffic_of
+from cuberay.serve import deploy, graph, plan
+from cuberay.serve.config import AppPlan, app_config, companions, traffic_of
 
 ALIVE_POLL_S = 2.0  # also how soon a resize reaches Serve
 
@@ -34,6 +34,7 @@ def lookup_with(api: ControllerAPI) -> plan.Lookup:
 def entry_for(app: ServeApp, node_ids: list[str], api: ControllerAPI) -> dict:
     """The app's declarative Serve entry; every input error is raised here, before deploying."""
     plan.check_engines(app)
+    graph.check_graphs(app)
     if "vllm" in app.spec.engines:
         return plan.llm_app(app, node_ids)
     return app_config(plan.app_plan(app, plan.sources(app, lookup_with(api)), node_ids))
@@ -88,6 +89,8 @@ def run_service(app: ServeApp, ctx: JobContext, api: ControllerAPI, say: Callabl
         deploy.ensure_serve()
         weights = api.serve_deploy(record.id, attempt, entry,
                        f"attempt {attempt} on {len(set(ctx.node_ids))} node(s)")
+        for companion in companions(entry):  # a bound-application version's own Serve app
+            deploy.wait_running(companion["name"])
         deploy.wait_running(app.serve_name)
         say(f"serving {app.serve_name} at {app.spec.route_prefix} with weights {weights}")
         nodes = list(ctx.node_ids)

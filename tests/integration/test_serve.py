@@ -375,6 +375,57 @@ def test_a_route_held_by_a_queued_app_is_refused(served) -> None:
         client.cancel(ref.id)
 
 
+def _pinned(record: Any, serve_name: str) -> dict[str, set[str]]:
+    """Deployment -> nodes of its replicas, for Serve app ``serve_name``; asserts each is on the app's nodes."""
+    allocated = {a["node_id"] for a in client.status(record.id).allocation}
+    placed = {name: {r["node_id"] for r in dep["replicas"]}
+              for name, dep in deploy.app_status(serve_name)["deployments"].items()}
+    for name, nodes in placed.items():
+        assert nodes and nodes <= allocated, f"{serve_name} {name} replicas on {nodes}, allocated {allocated}"
+    return placed
+
+
+def test_two_bound_graphs_split_80_20_with_every_deployment_on_the_apps_nodes(served) -> None:
+    """configs/jobs/serve-graph.yaml: two versions, each a two-deployment graph bound with its own arguments."""
+    record = ops.deploy_app(load_spec(EXAMPLES / "serve-graph.yaml").with_tenant("a"), wait_s=400)
+    try:
+        assert record.state == JobState.RUNNING, record.reason
+        url = f"http://127.0.0.1:{served['port']}/graph"
+        answers = [requests.post(url, json={"values": [1, 2]}, timeout=60) for _ in range(50)]
+        assert [r.status_code for r in answers] == [200] * 50, answers[0].text
+        labels = Counter(r.json()["label"] for r in answers)
+        assert abs(labels["v1"] - 40) <= 3 and labels["v1"] + labels["v2"] == 50, labels
+        assert all(r.json()["label"] == r.headers["x-cuberay-version"] for r in answers)
+        scaled = {r.json()["label"]: r.json()["scaled"] for r in answers}
+        assert scaled == {"v1": [2.0, 4.0], "v2": [10.0, 20.0]}  # each graph's constructor arguments, kept
+        for version in ("v1", "v2"):  # apart per version, every deployment pinned
+            assert set(_pinned(record, f"a-graph-serve.{version}")) == {"Ingress", "Scaler"}
+        assert set(_pinned(record, "a-graph-serve")) == {"router"}
+        # traffic moves across graph versions and rolls back as it does for any version
+        traffic = client.api().serve_traffic(record.id, "traffic", {"weights": {"v1": 0, "v2": 100}}, "test")
+        deploy.wait_traffic("a-graph-serve", traffic)
+        assert {requests.post(url, json={"values": [1]}, timeout=60).json()["label"] for _ in range(5)} == {"v2"}
+        back = client.api().serve_rollback(record.id)
+        assert back["weights"] == {"v1": 80, "v2": 20}
+    finally:
+        ops.delete("graph-serve", "a")
+    assert [deploy.app_status(n) for n in ("a-graph-serve", "a-graph-serve.v1", "a-graph-serve.v2")] == [None] * 3
+
+
+def test_a_serve_config_file_imports_and_serves(served, capsys) -> None:
+    """`cuberay serve import configs/serve/serve-config.yaml --wait`: the Serve config file, served."""
+    config = Path(__file__).resolve().parents[2] / "configs" / "serve" / "serve-config.yaml"
+    assert main(["serve", "import", str(config), "--tenant", "a", "--wait"]) == 0, capsys.readouterr().err
+    try:
+        answer = requests.post(f"http://127.0.0.1:{served['port']}/scale", json={"values": [1, 2]}, timeout=60)
+        assert answer.status_code == 200 and answer.json() == {"label": "v1", "scaled": [2.0, 4.0]}, answer.text
+        record = ops.find("scale", "a")
+        assert set(_pinned(record, "a-scale.v1")) == {"Ingress", "Scaler"}
+    finally:
+        ops.delete("scale", "a")
+    assert deploy.app_status("a-scale.v1") is None
+
+
 def test_delete_takes_the_app_off_serve_and_frees_its_quota(served) -> None:
     # Last in the module: it ends the shared app.
     record = ops.delete("digits-serve", "a")

@@ -12,6 +12,7 @@ class ServeAppKind(JobKind):
     render = "cuberay.kuberay.render_job:rayservice"
     service = True
     import_fields = ("import_path", "model", "factory")  # model: a version's custom code
+    code_found = "cuberay.serve.graph:found_in_app"
 
     def resizes(self, job: ServeApp) -> bool:  # type: ignore[override]
         return True  # its replicas are re-pinned to the new allocation

@@ -211,11 +211,12 @@ class Serving:
             new = change(apps, current)
             new = None if new is None else pol.normalized(new)
             if (new is None and current is None) or (new is not None and current is not None
-                                                      and pol.lost([new], [current]) is None):
+                                                      and pol.lost(pol.group(new), apps) is None):
                 return current, new  # Serve already holds it: nothing to write
             config = pol.merged(apps, new, name)
             self.rest.put(config)
-            problem = pol.lost(config["applications"], self.rest.applications(), None if new else name)
+            removed = None if new else [name, *(c["name"] for c in pol.companions(current))]
+            problem = pol.lost(config["applications"], self.rest.applications(), removed)
             if problem is None:
                 return current, new
             log.warning("Serve did not keep the change of app %s (%s); writing it again on a fresh read", name,

@@ -5,7 +5,9 @@ RayService takes as ``serveConfigV2``). Its traffic config (weights, mirror, rat
 sticky header) is the ``user_config`` of its ingress deployment, the entry's first, so
 new weights are a config change Serve applies in the running replicas. The controller's
 serving component (``control/serving.py``) is the only writer of that config; the
-workload side (``cuberay/serve``) builds entries and reads figures.
+workload side (``cuberay/serve``) builds entries and reads figures. A version that is a
+bound application is an entry of its own beside the app's (its "companion", carried in
+the app's plan as ``versions[i].app``): it is written, replaced and removed with the app.
 """
 
 from __future__ import annotations
@@ -31,10 +33,26 @@ def applications_of(details: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [a["deployed_app_config"] for a in apps if a.get("deployed_app_config")]
 
 
+def companions(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The Serve app entries of an app entry's bound-application versions (none for most apps)."""
+    plan = ((entry or {}).get("args") or {}).get("plan") or {}
+    versions = plan.get("versions") if isinstance(plan, Mapping) else None
+    return [copy.deepcopy(v["app"]) for v in versions or [] if isinstance(v, Mapping) and v.get("app")]
+
+
+def group(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """What one cuberay app is on Serve: its entry and its companions."""
+    return [] if entry is None else [dict(entry), *companions(entry)]
+
+
 def merged(applications: Iterable[dict[str, Any]], app: dict[str, Any] | None, name: str) -> dict[str, Any]:
-    """A full ServeDeploySchema: the other apps as they are, ``app`` added or replacing ``name`` (None: removed)."""
-    others = [a for a in applications if a["name"] != name]
-    return {"applications": others + ([app] if app is not None else [])}
+    """A full ServeDeploySchema: the other apps as they are, ``app`` (and its companions) added or replacing
+    ``name`` and the companions it had (None: removed)."""
+    applications = list(applications)
+    old = next((a for a in applications if a["name"] == name), None)
+    gone = {name, *(c["name"] for c in companions(old)), *(c["name"] for c in companions(app))}
+    others = [a for a in applications if a["name"] not in gone]
+    return {"applications": others + group(app)}
 
 
 def has_traffic(entry: Mapping[str, Any]) -> bool:
@@ -81,7 +99,7 @@ def deploy_entry(entry: dict[str, Any], deployed: Mapping[str, Any] | None,
 
 
 def lost(written: Sequence[Mapping[str, Any]], reported: Sequence[Mapping[str, Any]],
-         removed: str | None = None) -> str | None:
+         removed: str | Iterable[str] | None = None) -> str | None:
     """Why what Serve reports is not what was just written (a lost write, another writer), or None."""
     by_name = {a["name"]: a for a in reported}
     for app in written:
@@ -90,8 +108,9 @@ def lost(written: Sequence[Mapping[str, Any]], reported: Sequence[Mapping[str, A
             return f"app {app['name']!r} is missing"
         if not _within(app, got):
             return f"app {app['name']!r} is not what was written"
-    if removed is not None and removed in by_name:
-        return f"app {removed!r} is still deployed"
+    for name in [removed] if isinstance(removed, str) else removed or ():
+        if name in by_name:
+            return f"app {name!r} is still deployed"
     return None
 
 

@@ -18,7 +18,10 @@ A version's ``model`` is a TrainJob's final checkpoint (``{job: NAME}``: the
 tenant's latest SUCCEEDED run of that name; ``{run: ID}``: one run;
 ``{checkpoint: DIR}``: a checkpoint directory) served by the generic torch
 predictor, or an import path ``pkg.module:Class`` of your own Serve deployment
-(engine ``custom``), or ``{source: PATH}`` of an LLM served with vLLM (engine
+(engine ``custom``), a bound Serve application ``pkg.module:app`` (``app =
+Ingress.bind(Model.bind(...))``, deployed as written, constructor arguments and
+graph kept; its ``deployments`` list each deployment of the graph with its
+replicas), or ``{source: PATH}`` of an LLM served with vLLM (engine
 ``vllm``). The app's replicas are the sum of its versions' replicas: admission
 holds the ``min`` of each as a gang and may grant up to ``max``.
 """
@@ -78,6 +81,49 @@ ModelSource = Annotated[Union[Annotated[ImportPath, Tag("model-import-path")], A
                         Discriminator(_model_tag)]
 
 
+# Serve deployment options cuberay sets itself on every deployment of a bound application's graph.
+OWNED_OPTIONS = frozenset({"name", "num_replicas", "autoscaling_config", "ray_actor_options", "user_config",
+                           "max_ongoing_requests", "placement_group_bundles", "placement_group_strategy",
+                           "placement_group_bundle_label_selector"})
+
+
+class GraphDeployment(SpecModel):
+    """One deployment of a bound application's graph: its replicas and the Serve options it is deployed with."""
+
+    name: str = Field(min_length=1, description="The deployment's name in the graph (its class name unless "
+                                                "the code names it), e.g. Model.")
+    replicas: Workers = Field(1, description="Replicas: a number, or {min, max} for Serve's autoscaling "
+                                             "(min is held at admission, growth up to max is borrowed).")
+    user_config: Any = Field(None, description="The deployment's user_config (passed to its reconfigure); "
+                                               "null = the code's.")
+    max_ongoing_requests: int | None = Field(None, ge=1, description="Requests one replica handles at once; "
+                                                                      "null = the code's.")
+    target_ongoing_requests: float | None = Field(None, gt=0, description="With replicas {min, max}: requests "
+                                                                          "per replica before the autoscaler "
+                                                                          "adds one; null = cuberay's 4.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Further Serve deployment options, "
+                                                                      "passed verbatim (e.g. "
+                                                                      "health_check_period_s).")
+
+    @field_validator("options")
+    @classmethod
+    def _not_owned(cls, v: dict[str, Any]) -> dict[str, Any]:
+        owned = sorted(set(v) & OWNED_OPTIONS)
+        if owned:
+            raise ValueError(f"options {owned} are set by cuberay or by this deployment's own fields (replicas, "
+                             f"user_config, max_ongoing_requests; resources and placement come from the spec); "
+                             f"remove them from options")
+        return v
+
+    @property
+    def min_replicas(self) -> int:
+        return bounds(self.replicas)[0]
+
+    @property
+    def max_replicas(self) -> int:
+        return bounds(self.replicas)[1]
+
+
 class ServeVersion(SpecModel):
     """One model version behind the app's route."""
 
@@ -92,6 +138,14 @@ class ServeVersion(SpecModel):
                                                          "training config; null = build_model in the TrainJob's "
                                                          "entrypoint module.")
     llm: LLMSettings | None = Field(None, description="vLLM settings (engine: vllm).")
+    deployments: list[GraphDeployment] = Field(default_factory=list, description="A bound application's graph "
+                                               "(model: pkg.module:app): every deployment in it, with its "
+                                               "replicas; the version's replicas are their sum.")
+
+    @property
+    def is_graph(self) -> bool:
+        """A bound application deployed as written (its own Serve app), not a deployment cuberay wraps."""
+        return bool(self.deployments)
 
     @property
     def resolved_engine(self) -> str:
@@ -103,10 +157,14 @@ class ServeVersion(SpecModel):
 
     @property
     def min_replicas(self) -> int:
+        if self.deployments:
+            return sum(d.min_replicas for d in self.deployments)
         return bounds(self.replicas)[0]
 
     @property
     def max_replicas(self) -> int:
+        if self.deployments:
+            return sum(d.max_replicas for d in self.deployments)
         return bounds(self.replicas)[1]
 
     @model_validator(mode="after")
@@ -121,6 +179,20 @@ class ServeVersion(SpecModel):
             raise FieldError(["model"], "engine vllm needs {source: MODEL_DIR}")
         if self.llm is not None and engine != "vllm":
             raise FieldError(["llm"], f"llm settings apply to engine vllm only, this version is {engine}")
+        if self.deployments:
+            if engine != "custom":
+                raise FieldError(["deployments"], f"deployments list a bound application's graph (model: "
+                                                  f"pkg.module:app); this version is engine {engine}")
+            if self.replicas != 1:  # the field at its default (dumps carry it) means nothing here
+                raise FieldError(["replicas"], "a bound application's replicas are set per deployment: "
+                                               "deployments[i].replicas (the version holds their sum); remove "
+                                               "replicas")
+            seen: dict[str, int] = {}
+            for i, deployment in enumerate(self.deployments):
+                if deployment.name in seen:
+                    raise FieldError(["deployments", i, "name"], f"deployment {deployment.name!r} is listed at "
+                                                                 f"[{seen[deployment.name]}] and [{i}]; list it once")
+                seen[deployment.name] = i
         return self
 
 
