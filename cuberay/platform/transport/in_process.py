@@ -50,7 +50,7 @@ class InProcess:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-        self._run(stop(), 30.0)
+        self._run(stop(), 90.0)  # generous: on a loaded 2-core machine the cancelled tasks' cleanup queues behind others
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=30)
         self.controller.store.close()
