@@ -18,7 +18,9 @@ forms once the cluster is full and grows to the end, so every cycle runs with th
 preemption to try. Prints the jobs queued
 at each simulated hour, so what was replayed under a queue is visible. Admission runs at most once per ``--tick`` simulated
 seconds, like the live controller's loop (a cycle after every arrival would be one per ~0.3 s).
-Reports decisions/s, admission cycle p50/p99 (wall), the most jobs queued, the replay's CPU time and
+``--live-cycles N`` then times N cycles of the live controller (reasons for every waiting job, the live cycle
+budget) on the state the replay reached, each applied with one running job finished after it, and reports
+their p50/p99 (wall and CPU; not counted in the replay's times). Reports decisions/s, admission cycle p50/p99 (wall), the most jobs queued, the replay's CPU time and
 the process's peak memory, with memory per queued job (peak minus the memory before the replay, over
 the most jobs queued: an upper bound, it includes the running jobs' state). Writes
 benchmarks/out/overload.json.
@@ -40,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
 from bench_sim import DEFAULT_TRACE  # noqa: E402
 
+from cuberay.platform.policy.admission import ClusterState, schedule  # noqa: E402
+from cuberay.platform.policy.fit import LIVE_CYCLE_BUDGET_S  # noqa: E402
 from cuberay.platform.sim.cluster import uniform_cluster  # noqa: E402
 from cuberay.platform.sim.engine import simulate  # noqa: E402
 from cuberay.platform.sim.trace import load_philly  # noqa: E402
@@ -65,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="arrivals over the whole replay, durations as in Philly, jobs until --load is asked")
     ap.add_argument("--load", type=float, default=1.6,
                     help="with --sustained: GPU-time asked over what the cluster can run in the replay")
+    ap.add_argument("--live-cycles", type=int, default=0,
+                    help="then time this many live cycles (reasons, the live cycle budget) on the state reached")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -85,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
           f"replay's length)", flush=True)
     base = rss_mib()
     c0, t0 = time.process_time(), time.perf_counter()
-    report = simulate(jobs, cluster, policy="cuberay", until=span, cycle_every_s=args.tick)
-    cpu_s, wall_s = time.process_time() - c0, time.perf_counter() - t0
+    live: dict[str, Any] = {}
+    report = simulate(jobs, cluster, policy="cuberay", until=span, cycle_every_s=args.tick,
+                      at_end=lambda state, now: live.update(live_cycles(state, now, args.live_cycles, rng)))
+    cpu_s = time.process_time() - c0 - live.get("cpu_s", 0.0)
+    wall_s = time.perf_counter() - t0 - live.get("wall_s", 0.0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     row: dict[str, Any] = {
         "variant": "sustained" if args.sustained else "rush", "nodes": args.nodes, "jobs": args.jobs, "arrive h": args.arrive_hours, "sim h": args.hours,
@@ -101,13 +110,51 @@ def main(argv: list[str] | None = None) -> int:
     hours = queued_by_hour(report.timeline, args.hours)
     print("jobs queued / GPUs in use at each simulated hour: "
           + ", ".join(f"{h:g} h {q:,} / {100 * u / (8 * args.nodes):.0f}%" for h, q, u in hours))
+    if live:
+        print(f"live cycles on the state at {args.hours:g} h ({live['running']:,} running, {live['queued']:,} queued; "
+              f"reasons, budget {1000 * live['budget_s']:g} ms): {live['cycles']} cycles, p50 / p99 "
+              f"{live['p50_ms']:.1f} / {live['p99_ms']:.1f} ms wall, {live['p50_cpu_ms']:.1f} / {live['p99_cpu_ms']:.1f} ms "
+              f"CPU, {live['cut_short']} cut short by the budget")
+        row["live p99 ms"] = f"{live['p99_ms']:.1f}"
     load = os.getloadavg()[0]
     print(f"load average at the end: {load:.1f}")
     print(markdown([row], list(row)))
     write_json("overload", {"machine": info, "args": {k: str(v) for k, v in vars(args).items()}, "row": row,
                             "rss_before_mib": base, "load_end": load, "queued_by_hour": hours,
-                            "report": report.to_dict()}, args.out)
+                            "live": live, "report": report.to_dict()}, args.out)
     return 0
+
+
+def live_cycles(state: ClusterState, now: float, cycles: int, rng: random.Random) -> dict[str, Any]:
+    """The live controller's cycle on the state a replay reached: reasons for every waiting job, under the
+    live cycle budget, each cycle applied and one random running job finished after it (as bench_decision
+    does), the clock one second on. Wall and CPU per cycle; the CPU and wall spent here overall."""
+    if cycles <= 0:
+        return {}
+    c0, t0 = time.process_time(), time.perf_counter()
+    running, queued = len(state.running), len(state.queue)
+    state.policy = replace(state.policy, cycle_budget_s=LIVE_CYCLE_BUDGET_S)
+    wall_ms, cpu_ms, cut = [], [], 0
+    for _ in range(cycles):
+        w, c = time.perf_counter(), time.process_time()
+        cycle = schedule(state, now, explain=True)
+        wall_ms.append(1000 * (time.perf_counter() - w))
+        cpu_ms.append(1000 * (time.process_time() - c))
+        cut += not cycle.complete
+        state.apply(cycle.decisions, now)
+        if state.running:
+            state.finish(rng.choice(list(state.running)))
+        now += 1.0
+    wall_ms.sort()
+    cpu_ms.sort()
+    return {"cycles": cycles, "budget_s": LIVE_CYCLE_BUDGET_S, "running": running, "queued": queued,
+            "cut_short": cut, "p50_ms": _pct(wall_ms, 0.5), "p99_ms": _pct(wall_ms, 0.99),
+            "p50_cpu_ms": _pct(cpu_ms, 0.5), "p99_cpu_ms": _pct(cpu_ms, 0.99),
+            "cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0}
+
+
+def _pct(sorted_xs: list[float], q: float) -> float:
+    return sorted_xs[min(len(sorted_xs) - 1, int(q * len(sorted_xs)))]
 
 
 def draw_jobs(source: list, rng: random.Random, args: argparse.Namespace, capacity_gpu_s: float) -> list:
