@@ -12,9 +12,9 @@ from typing import Iterable, Mapping
 from cuberay.platform.policy.decisions import Admit, Decision, Preempt, Reject, Reserve, Resize
 from cuberay.platform.policy.ledger import Allocation, Ledger
 from cuberay.platform.policy.placement import place
-from cuberay.platform.policy.unplaceable import why_not
 from cuberay.platform.policy.queue import JobQueue, JobRequest
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, quota_exceeded
+from cuberay.platform.policy.unplaceable import why_not
 from cuberay.platform.policy.victim_index import VictimIndex
 
 _EPS = 1e-9

@@ -23,17 +23,17 @@ import heapq
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Iterator
 
-if TYPE_CHECKING:
-    from cuberay.platform.policy.cluster_state import RunningJob
+# A cluster_state.RunningJob (that module keeps this index, so it is not imported back here).
+RunningJob = Any
 
 PENDING, FIRST, LATER = 0, 1, 2  # before its useful start; in the first service band; past it
 
 
 @dataclass(slots=True)
 class Member:
-    run: "RunningJob"
+    run: RunningJob
     seq: int        # order of the start among all starts: a tenant's running jobs iterate in this order
     key: float      # gpus * start - attained: ascending is most attained first, at any time after start
     where: int = PENDING
@@ -67,7 +67,7 @@ class VictimIndex:
     def __len__(self) -> int:
         return len(self.members)
 
-    def add(self, run: "RunningJob") -> None:
+    def add(self, run: RunningJob) -> None:
         m = Member(run, next(self._seq), 0.0)
         self.members[run.job.id] = m
         self.by_seq[m.seq] = m
@@ -84,7 +84,7 @@ class VictimIndex:
             del self.priorities[m.run.job.priority]
         self._unplace(m)
 
-    def rekey(self, run: "RunningJob") -> None:
+    def rekey(self, run: RunningJob) -> None:
         """The job's start time or band changed: re-sort it, keeping its place among its tenant's jobs."""
         m = self.members.get(run.job.id)
         if m is not None and m.run is run:
@@ -126,7 +126,7 @@ class VictimIndex:
                 yield m
 
     # -- filing --------------------------------------------------------------------------
-    def _bucket(self, run: "RunningJob") -> Bucket:
+    def _bucket(self, run: RunningJob) -> Bucket:
         k = (run.job.tenant, run.job.priority, run.job.gpus)
         b = self.buckets.get(k)
         if b is None:

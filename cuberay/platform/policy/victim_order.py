@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import heapq
 from itertools import chain
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
+from cuberay.platform.policy.cluster_state import RunningJob
+from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.victim_index import Bucket, VictimIndex
 
-if TYPE_CHECKING:
-    from cuberay.platform.policy.admission import AdmissionCycle
-    from cuberay.platform.policy.cluster_state import RunningJob
-    from cuberay.platform.policy.queue import JobRequest
+# The admission cycle (admission.AdmissionCycle, through its Preemption half), which imports this module.
+AdmissionCycle = Any
 
 EPS = 1e-9
 MARGIN = 1e-9  # relative: rounding of a key is ~1e-16 of its terms' size; a margin far above it is safe
@@ -32,8 +32,8 @@ MARGIN = 1e-9  # relative: rounding of a key is ~1e-16 of its terms' size; a mar
 _Terms = tuple[int, bool, bool, "tuple[str, float, float] | None"]
 
 
-def indexed_victims(c: "AdmissionCycle", job: "JobRequest", contended: tuple[str, ...], own_only: bool,
-                    within: bool, can_outrank: bool, las_first_band: bool) -> Iterable["RunningJob"] | None:
+def indexed_victims(c: AdmissionCycle, job: JobRequest, contended: tuple[str, ...], own_only: bool,
+                    within: bool, can_outrank: bool, las_first_band: bool) -> Iterable[RunningJob] | None:
     """``_victims``' answer for a job contending for one card resource, or None where the index cannot say
     (out of step with the running jobs, or asked about an earlier time than it has reached): then scan."""
     index = c.s.victims
@@ -59,7 +59,7 @@ def indexed_victims(c: "AdmissionCycle", job: "JobRequest", contended: tuple[str
     return []
 
 
-def _tenant_terms(c: "AdmissionCycle", job: "JobRequest", contended: tuple[str, ...], own_only: bool,
+def _tenant_terms(c: AdmissionCycle, job: JobRequest, contended: tuple[str, ...], own_only: bool,
                   within: bool, can_outrank: bool, las_first_band: bool) -> dict[str, _Terms]:
     """Per tenant whose jobs may be victims: the scan's per-tenant tests and terms, in the scan's order."""
     out: dict[str, _Terms] = {}
@@ -78,11 +78,11 @@ def _tenant_terms(c: "AdmissionCycle", job: "JobRequest", contended: tuple[str, 
 class _Pick:
     """The scan's tests on one running job (the same ones, in the same order)."""
 
-    def __init__(self, c: "AdmissionCycle", job: "JobRequest", las_first_band: bool) -> None:
+    def __init__(self, c: AdmissionCycle, job: JobRequest, las_first_band: bool) -> None:
         self.now, self.min_run, self.preempted = c.now, c.p.min_run_before_preempt_s, c.preempted
         self.prio, self.las_first_band, self.need = job.priority, las_first_band, job.gpus
 
-    def __call__(self, r: "RunningJob", t: _Terms) -> bool:
+    def __call__(self, r: RunningJob, t: _Terms) -> bool:
         _, same, must_outrank, one = t
         rj = r.job
         if must_outrank:
@@ -102,12 +102,12 @@ class _Pick:
                 return False
         return True
 
-    def key(self, r: "RunningJob", t: _Terms, seq: int) -> tuple:
+    def key(self, r: RunningJob, t: _Terms, seq: int) -> tuple:
         """The scan's heap key: most attained first, then newest, then the scan's order."""
         return (-r.attained_at(self.now), -r.start_time, t[0], seq, r)
 
 
-def _add_bucket(c: "AdmissionCycle", pick: _Pick, groups: dict[tuple, tuple[list, list]], b: Bucket,
+def _add_bucket(c: AdmissionCycle, pick: _Pick, groups: dict[tuple, tuple[list, list]], b: Bucket,
                 t: _Terms) -> None:
     """File a bucket's sorted lists as merge streams, and its pending jobs with exact keys, under their groups."""
     _, same, must_outrank, _ = t
@@ -129,7 +129,7 @@ def _add_bucket(c: "AdmissionCycle", pick: _Pick, groups: dict[tuple, tuple[list
             group[1].append(pick.key(m.run, t, m.seq))
 
 
-def _merge(index: VictimIndex, pick: _Pick, streams: list, exact: list) -> Iterator["RunningJob"]:
+def _merge(index: VictimIndex, pick: _Pick, streams: list, exact: list) -> Iterator[RunningJob]:
     """One group's candidates by the exact key, reading each sorted stream only as far as needed."""
     now, by_seq = pick.now, index.by_seq
     heap = list(exact)
