@@ -6,9 +6,9 @@ from every running job each attempt made each cycle's cost grow with everything 
 thousands of jobs on a full large cluster). This index keeps the running jobs bucketed by (tenant,
 priority, GPUs) and, within a bucket, sorted by ``gpus * start - attained``: the job's attained service at
 any time ``now`` after its start is ``gpus * now`` minus that, so the order within a bucket never changes
-while the jobs run. Only the service band moves with time; each bucket keeps its first-band jobs in a heap
-by when they leave it (``band_flip``), and jobs whose useful start lies ahead (a restart's cost) apart,
-since their attained service stays flat until then.
+while the jobs run. Only the service band moves with time: first-band jobs wait in a heap by when they
+leave it (``band_flip``), and jobs whose useful start lies ahead (a restart's cost) apart, since their
+attained service stays flat until then; a cycle moves only the jobs that fell due.
 
 The index only supplies candidates in an order close to the exact one; :mod:`.victim_order` merges them by
 the exact keys the full scan uses (the same float arithmetic), so the order and the decisions are the same.
@@ -46,11 +46,11 @@ class Bucket:
     tenant: str
     priority: int
     gpus: float
-    pending: list[tuple[float, int]] = field(default_factory=list)  # heap (start, seq)
-    flips: list[tuple[float, int]] = field(default_factory=list)    # heap (band_flip, seq) of FIRST members
+    waiting: dict[int, Member] = field(default_factory=dict)  # PENDING members by seq
     first: list[tuple[float, int]] = field(default_factory=list)    # sorted (key, seq)
     later: list[tuple[float, int]] = field(default_factory=list)    # sorted (key, seq)
     scale: float = 0.0  # the largest |attained| + gpus * |start| among its members ever (the merge's margin)
+    size: int = 0       # members; an empty bucket is dropped (attempts read every bucket)
 
 
 class VictimIndex:
@@ -61,6 +61,10 @@ class VictimIndex:
         self.by_seq: dict[int, Member] = {}
         self.buckets: dict[tuple[str, int, float], Bucket] = {}
         self.priorities: Counter[int] = Counter()
+        # When jobs' useful starts and band flips fall due, across buckets: a cycle moves only the jobs due.
+        # An entry that no longer matches its member (finished, re-filed) is skipped when popped.
+        self.pending: list[tuple[float, int]] = []  # heap (start, seq)
+        self.flips: list[tuple[float, int]] = []    # heap (band_flip, seq) of FIRST members
         self.now = float("-inf")  # the latest time the bands were brought up to (time only moves forward)
         self._seq = itertools.count()
 
@@ -100,30 +104,25 @@ class VictimIndex:
         if now < self.now:
             return False
         self.now = now
-        by_seq = self.by_seq
-        for b in self.buckets.values():
-            while b.pending and b.pending[0][0] <= now:
-                _, seq = heapq.heappop(b.pending)
-                m = by_seq.get(seq)
-                if m is not None and m.where == PENDING and m.run.start_time <= now:
-                    self._file(b, m)
-            while b.flips and b.flips[0][0] <= now:
-                _, seq = heapq.heappop(b.flips)
-                m = by_seq.get(seq)
-                if m is not None and m.where == FIRST and m.run.band_flip <= now:
-                    _drop(b.first, (m.key, m.seq))
-                    m.where = LATER
-                    bisect.insort(b.later, (m.key, m.seq))
+        by_seq, pending, flips = self.by_seq, self.pending, self.flips
+        while pending and pending[0][0] <= now:
+            m = by_seq.get(heapq.heappop(pending)[1])
+            if m is not None and m.where == PENDING and m.run.start_time <= now:
+                b = self._bucket(m.run)
+                del b.waiting[m.seq]
+                self._file(b, m)
+        while flips and flips[0][0] <= now:
+            m = by_seq.get(heapq.heappop(flips)[1])
+            if m is not None and m.where == FIRST and m.run.band_flip <= now:
+                b = self._bucket(m.run)
+                _drop(b.first, (m.key, m.seq))
+                m.where = LATER
+                bisect.insort(b.later, (m.key, m.seq))
         return True
 
     def pending_members(self, b: Bucket) -> Iterator[Member]:
-        """Members whose useful start is still ahead (few: those restarting); each once."""
-        by_seq, seen = self.by_seq, set()
-        for _, seq in b.pending:
-            m = by_seq.get(seq)
-            if m is not None and m.where == PENDING and seq not in seen:
-                seen.add(seq)
-                yield m
+        """Members whose useful start is still ahead (few: those restarting)."""
+        return iter(b.waiting.values())
 
     # -- filing --------------------------------------------------------------------------
     def _bucket(self, run: RunningJob) -> Bucket:
@@ -135,11 +134,13 @@ class VictimIndex:
 
     def _place(self, m: Member) -> None:
         run, b = m.run, self._bucket(m.run)
+        b.size += 1
         m.key = run.job.gpus * run.start_time - run.job.attained_gpu_s
         b.scale = max(b.scale, abs(run.job.attained_gpu_s) + abs(run.job.gpus * run.start_time))
         if run.start_time > self.now:  # attained service flat until the useful start: out of the order
             m.where = PENDING
-            heapq.heappush(b.pending, (run.start_time, m.seq))
+            b.waiting[m.seq] = m
+            heapq.heappush(self.pending, (run.start_time, m.seq))
         else:
             self._file(b, m)
 
@@ -150,7 +151,7 @@ class VictimIndex:
         else:
             m.where = FIRST
             bisect.insort(b.first, (m.key, m.seq))
-            heapq.heappush(b.flips, (m.run.band_flip, m.seq))
+            heapq.heappush(self.flips, (m.run.band_flip, m.seq))
 
     def _unplace(self, m: Member) -> None:
         b = self._bucket(m.run)
@@ -158,9 +159,12 @@ class VictimIndex:
             _drop(b.first, (m.key, m.seq))
         elif m.where == LATER:
             _drop(b.later, (m.key, m.seq))
-        # Its heap entries (pending, flips) stay: one that no longer matches the member's state or times is
-        # skipped when popped, and re-filing pushes fresh ones.
-        m.where = PENDING
+        else:
+            b.waiting.pop(m.seq, None)
+        m.where = PENDING  # its heap entries stay, stale: skipped when popped (re-filing pushes fresh ones)
+        b.size -= 1
+        if not b.size:
+            del self.buckets[(b.tenant, b.priority, b.gpus)]
 
 
 def _drop(xs: list[tuple[float, int]], entry: tuple[float, int]) -> None:
