@@ -15,6 +15,7 @@ from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.queue import JobQueue, JobRequest
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, quota_exceeded
 from cuberay.platform.policy.unplaceable import why_not
+from cuberay.platform.policy.victim_index import VictimIndex
 
 _EPS = 1e-9
 
@@ -52,6 +53,7 @@ class ClusterState:
         self.running: dict[str, RunningJob] = {}
         self.running_by_tenant: dict[str, dict[str, RunningJob]] = {}
         self.elastic: dict[str, RunningJob] = {}  # running resizable jobs (policy/resize.py looks only here)
+        self.victims = VictimIndex()  # the running jobs in preemption order, kept across cycles
         self.usage: dict[str, dict[str, float]] = {t: {} for t in self.tenants}
         self.reservation: Reserve | None = None
         # How far cycles cut short by their time budget got (the queue-order key of the furthest bucket
@@ -128,6 +130,7 @@ class ClusterState:
         run = self.running[job.id] = RunningJob(job, alloc, now, protected=protected)
         self.set_band_flip(run)
         self.running_by_tenant.setdefault(job.tenant, {})[job.id] = run
+        self.victims.add(run)
         if job.resizable and job.max_workers:
             self.elastic[job.id] = run
         add_amounts(self.usage.setdefault(job.tenant, {}), alloc.total, 1.0)
@@ -147,7 +150,14 @@ class ClusterState:
         return run
 
     def set_band_flip(self, run: RunningJob) -> None:
-        """Precompute when a running job leaves the first service band (cheap checks in the cycle)."""
+        """Precompute when a running job leaves the first service band (cheap checks in the cycle).
+
+        Also called after a running job's start time changes (the simulator moves it to the end of the
+        restart cost): its place in the victim index follows both."""
+        self._band_flip(run)
+        self.victims.rekey(run)
+
+    def _band_flip(self, run: RunningJob) -> None:
         t = self.policy.las_threshold_gpu_s
         if t is None or run.job.service:
             run.band_flip = float("inf")
@@ -160,6 +170,7 @@ class ClusterState:
         run = self.running.pop(job_id, None)
         if run is not None:
             self.running_by_tenant.get(run.job.tenant, {}).pop(job_id, None)
+            self.victims.remove(job_id)
             self.elastic.pop(job_id, None)
             alloc = self.ledger.release(job_id)
             if alloc is not None:

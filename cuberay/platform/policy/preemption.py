@@ -25,6 +25,7 @@ from cuberay.platform.policy.nodes import FitCounter
 from cuberay.platform.policy.placement import Placement
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.topology import CUBERAY
+from cuberay.platform.policy.victim_order import indexed_victims
 from cuberay.platform.spec.resources import CARD_RESOURCES
 
 EPS = 1e-9
@@ -174,12 +175,17 @@ class Preemption:
             return []
         if within and not can_outrank and not self._reclaimable_enough(job, contended):
             return []
+        las_first_band = self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
+        if job.gpus > 0 and self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None:
+            # The default order (most attained first) is kept across cycles: read from the index, not scanned.
+            indexed = indexed_victims(self, job, contended, own_only, within, can_outrank, las_first_band)
+            if indexed is not None:
+                return indexed
         groups: dict[tuple, list[tuple[int, RunningJob]]] = {}
         found, need = 0, job.gpus
         single = contended[0] if len(contended) == 1 else None
         now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
         prio = job.priority
-        las_first_band = self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
         cards = job.gpus > 0  # then the contended resources are the accelerator cards
         freed = [0.0] * len(contended)  # what the candidates hold of each contended resource
         for tenant, runs in self.s.running_by_tenant.items():
@@ -251,7 +257,9 @@ class Preemption:
 
     def _lowest_running(self) -> int:
         if self._lowest is None:
-            self._lowest = min((r.job.priority for r in self.s.running.values()), default=1 << 30)
+            index = self.s.victims
+            self._lowest = index.lowest_priority() if len(index) == len(self.s.running) else \
+                min((r.job.priority for r in self.s.running.values()), default=1 << 30)
         return self._lowest
 
     def _reclaimable_enough(self, job: JobRequest, contended: tuple[str, ...]) -> bool:

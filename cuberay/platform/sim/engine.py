@@ -20,7 +20,7 @@ import heapq
 import math
 import time as _time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from cuberay.platform.policy.admission import Admit, ClusterState, Preempt, Resize, schedule
 from cuberay.platform.policy.ledger import Ledger
@@ -339,7 +339,8 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
              checkpoint_interval_s: float = 1800.0, restart_cost_s: float = 60.0,
              until: float | None = None, until_demand: float | None = None,
              placement: str | None = None, cycle_every_s: float = 0.0, topology: Topology | None = None,
-             distance: DistanceCost | None = None, near_algorithm: str = CUBERAY) -> Report:
+             distance: DistanceCost | None = None, near_algorithm: str = CUBERAY,
+             at_end: Callable[[ClusterState, float], None] | None = None) -> Report:
     """Replay ``jobs`` on ``cluster`` under ``policy`` and measure it.
 
     Args:
@@ -360,6 +361,8 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
         distance: the distance cost (sim/distance.py): gangs placed wider than their size needs run slower;
             None: no cost.
         near_algorithm: who places jobs with a topology request: ``cuberay`` or ``kueue`` (the baseline).
+        at_end: called with the replay's state and time once it stops and is reported (a benchmark times
+            live cycles on the state a replay reached).
     Returns:
         A :class:`Report`.
     """
@@ -373,7 +376,10 @@ def simulate(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec],
                topology, distance, near_algorithm)
     start = ordered[0].submit_time if ordered else 0.0
     sim.run(None if until is None else start + until, until_demand)
-    return sim.report(pol, _time.perf_counter() - t0)
+    report = sim.report(pol, _time.perf_counter() - t0)
+    if at_end is not None:
+        at_end(sim.state, sim.now)
+    return report
 
 
 def _mean(xs: Sequence[float]) -> float:
