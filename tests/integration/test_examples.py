@@ -8,11 +8,14 @@ does not know fails it.
 
 The user's own DeepSpeed script (train-deepspeed-command.yaml, command mode) is
 also checked from its log: both ranks saw DeepSpeed's world as the gang's
-RANK/WORLD_SIZE and trained the loss below 0.5.
+RANK/WORLD_SIZE and trained the loss below 0.5. The TuneJob tune.yaml (NNI's script as a function trial, 8
+trials of nni:tpe, ASHA) is also checked in depth: its progress while it ran, its results files, and that
+every trial ran on the gang's nodes (this run is the only one of that example in the tier).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -62,8 +65,18 @@ def test_runnable_examples_succeed(example_platform, job_client) -> None:
     jobs = [load_spec(p) for p in _examples() if load_spec(p).kind in RUNNABLE]
     refs = [client.submit(job, user=demo.submitter(example_platform, job.tenant)) for job in jobs]
 
+    # The TuneJob's nodes are read while it holds them (the record drops its allocation at the end), at every
+    # poll, so a trial seen anywhere else left the gang.
+    tune_allocated: set[str] = set()
+    tune_progress: list[str] = []
+
     def done() -> dict | None:
         records = {r.id: client.status(r.id) for r in refs}
+        for rec in records.values():
+            if rec.name == "digits-tune":
+                tune_allocated.update(slot["node_id"] for slot in rec.allocation or [])
+                if rec.reason.startswith("trials "):
+                    tune_progress.append(rec.reason)
         return records if all(rec.state.is_terminal for rec in records.values()) else None
 
     records = wait_for(done, 840, "every example job to end")
@@ -85,3 +98,20 @@ def test_runnable_examples_succeed(example_platform, job_client) -> None:
     seen = sorted((int(rank), int(world)) for rank, world, _ in DS_OK.findall(log))
     assert seen == [(0, 2), (1, 2)], log[-3000:]  # DeepSpeed's world is the gang's, read from the env
     assert all(float(loss) < 0.5 for *_, loss in DS_OK.findall(log)), log[-3000:]
+
+    (tune,) = [r for r in records.values() if r.name == "digits-tune"]  # configs/jobs/tune.yaml
+    # While it ran, the record said how far the search was.
+    assert any("done" in p and "running" in p and "failed" in p for p in tune_progress), tune_progress
+    assert tune.message.startswith("best accuracy ") and "8 trials" in tune.message
+    results_path = tune.message.rsplit("results in ", 1)[1]
+    results = json.loads(Path(results_path).read_text())
+    assert results["trials"] == 8 and results["errored"] == 0 and results["best_value"] > 0.8
+    assert results["stopped_early"] >= 1, results["trials_detail"]
+    assert {"lr", "alpha", "epochs"} <= set(results["best_config"])
+    out_dir = Path(results_path).parent
+    assert (out_dir / "trials.csv").read_text().count("\n") == 9 and (out_dir / "progress.png").stat().st_size > 0
+    # One attempt, so one allocation; every trial ran on one of its nodes.
+    trial_nodes = {t["node_id"] for t in results["trials_detail"]}
+    assert tune.attempts == 1 and tune_allocated, (tune.attempts, tune_allocated)
+    assert None not in trial_nodes and trial_nodes <= tune_allocated, (sorted(trial_nodes - tune_allocated),
+                                                                        results_path)

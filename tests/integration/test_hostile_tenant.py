@@ -68,12 +68,16 @@ def pipeline(tenant: str) -> dict[str, Any]:
                 "env": {"SECRET": ENV_MARK}}}}]}}
 
 
-@pytest.fixture
-def tenants(ray_cluster, tmp_path: Path, job_client) -> Iterator[dict[str, Any]]:
-    """A platform of two tenants with A's objects and a running job of B's; cleaned up afterwards."""
+@pytest.fixture(scope="module")
+def tenants(ray_cluster, tmp_path_factory: pytest.TempPathFactory, job_client) -> Iterator[dict[str, Any]]:
+    """A platform of two tenants with A's objects and a running job of B's; cleaned up afterwards.
+
+    One for the module: every call the tests make as B is refused, and A's objects are only read.
+    """
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CUBERAY_USER", OPS)
-        client.install(platform_spec(tmp_path / "cuberay"), address=ray_cluster.address, replace=True)
+        storage = tmp_path_factory.mktemp("hostile") / "cuberay"
+        client.install(platform_spec(storage), address=ray_cluster.address, replace=True)
         try:
             yield _objects(job_client)
         finally:

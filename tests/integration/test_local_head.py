@@ -1,4 +1,4 @@
-"""`cuberay up`, a job, `cuberay down`, as a new user runs them: down leaves no process of that head running.
+"""`cuberay up`, jobs, `cuberay down`, as a new user runs them: down leaves no process of that head running.
 
 Each test starts its own local head with the real CLI in subprocesses, with a home, a Ray temp root and a copy
 of the bundled platform file of its own (the session's Ray cluster is not used and must survive untouched).
@@ -143,8 +143,13 @@ def ended(proc: psutil.Process) -> bool:
         return True
 
 
-@pytest.mark.timeout(420)
-def test_down_stops_a_running_jobs_driver_and_every_process_of_the_head(local: LocalHead) -> None:
+@pytest.mark.timeout(480)
+def test_down_stops_running_and_admitted_jobs_drivers_and_every_process_of_the_head(local: LocalHead) -> None:
+    """One head, two jobs: one RUNNING with a connected driver, one ADMITTED whose driver has not connected yet.
+
+    (One head for both cases: starting a head is most of the cost.) Down stops both drivers and every process
+    of the head, and puts both jobs back in the queue.
+    """
     head = local.up()
     job_id = local.submit(sleeper("sleeper"))
     wait_for(lambda: local.state(job_id) == "RUNNING", 180, f"{job_id} to run", poll_s=1.0)
@@ -152,26 +157,19 @@ def test_down_stops_a_running_jobs_driver_and_every_process_of_the_head(local: L
     assert found and connected(found[0], head["address"]), "no Ray Job driver connected: nothing to test"
     assert local.leftovers(head, job_id)  # the check below sees the head's processes
 
+    admitted_id = local.submit(sleeper("admitted"))
+    driver = wait_for(lambda: drivers(admitted_id), 180, f"{admitted_id}'s driver to start", poll_s=0.05)[0]
+    assert not connected(driver, head["address"]), "the driver connected already: down came too late to test"
+
     down = local.cli("down", timeout=120)
     assert down.returncode == 0 and "cuberay is down." in down.stderr, down.stdout + down.stderr
-    wait_for(lambda: not local.leftovers(head, job_id), 15, "no process of the stopped head", poll_s=0.5)
-    assert all(ended(driver) for driver in found)
+    wait_for(lambda: not local.leftovers(head, job_id) and not local.leftovers(head, admitted_id), 15,
+             "no process of the stopped head", poll_s=0.5)
+    assert all(ended(d) for d in found)
+    assert ended(driver)
     assert stored_state(local, job_id) == "QUEUED", "the stopped job is back in the queue, not left RUNNING"
+    assert stored_state(local, admitted_id) == "QUEUED", "the admitted job is back in the queue, not left RUNNING"
     assert not (local.home / "local-head.json").exists() and not Path(head["temp_dir"]).exists()
     # Again: nothing of ours is left, and no other Ray on this machine (the session's cluster) is joined.
     again = local.cli("down", timeout=60)
     assert again.returncode == 0 and "Nothing to stop" in again.stderr, again.stdout + again.stderr
-
-
-@pytest.mark.timeout(420)
-def test_down_while_a_job_is_admitted_stops_its_driver_before_it_connected(local: LocalHead) -> None:
-    head = local.up()
-    job_id = local.submit(sleeper("admitted"))
-    driver = wait_for(lambda: drivers(job_id), 180, f"{job_id}'s driver to start", poll_s=0.05)[0]
-    assert not connected(driver, head["address"]), "the driver connected already: down came too late to test"
-
-    down = local.cli("down", timeout=120)
-    assert down.returncode == 0, down.stdout + down.stderr
-    wait_for(lambda: not local.leftovers(head, job_id), 15, "no process of the stopped head", poll_s=0.5)
-    assert ended(driver)
-    assert stored_state(local, job_id) == "QUEUED", "the admitted job is back in the queue, not left RUNNING"

@@ -131,7 +131,7 @@ def test_logs_answer_while_a_tick_holds_the_admission_loop(platform) -> None:
                          "spec": {"workers": 1, "resources": {"cpu": "100m"}, "command": command}}, "a")
     wait_for(lambda: client.status(ref.id).state.is_terminal, 120, "the job to end")
     controller = client.connect()
-    hold_s = 20.0
+    hold_s = 10.0
     hold_admission(controller, hold_s)
     blocked = controller.dashboard_url.remote(client.caller())  # a call on the admission loop: it waits for the slow tick
     with pytest.raises(ray.exceptions.GetTimeoutError):
@@ -141,4 +141,7 @@ def test_logs_answer_while_a_tick_holds_the_admission_loop(platform) -> None:
     took = time.monotonic() - started
     assert "hello from the log" in text, text
     assert took < 5, f"logs took {took:.1f}s while a tick held the admission loop for {hold_s:g}s"
+    # And the logs came while the tick still held the loop: the call on it has not been answered yet.
+    ready, _ = ray.wait([blocked], timeout=0)
+    assert not ready, "the slow tick was over before the logs came: nothing was tested"
     ray.get(blocked, timeout=60)  # the loop is back before the fixture cleans up
