@@ -56,6 +56,15 @@ class FieldError(ValueError):
         self.sub = tuple(sub)
 
 
+def require_unique(names: Iterable[str], where: str, what: str, fix: str) -> None:
+    """FieldError at ``where[i].name`` for the first name listed twice, naming both places and ``fix``."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise FieldError([where, i, "name"], f"{what} {name!r} is listed at [{seen[name]}] and [{i}]; {fix}")
+        seen[name] = i
+
+
 def field_names(root: type[BaseModel]) -> set[str]:
     """Field names (aliases where set) of ``root`` and all its subclasses: the "did you mean" vocabulary."""
     words: set[str] = set()

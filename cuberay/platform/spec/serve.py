@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from cuberay.platform.spec.common import Duration, ImportPath, Name, SpecModel
-from cuberay.platform.spec.load import FieldError, parse_duration
+from cuberay.platform.spec.load import FieldError, parse_duration, require_unique
 from cuberay.platform.spec.workload import Claim, JobBase, Workers, WorkloadSpec, bounds
 
 Engine = Literal["torch", "custom", "vllm"]
@@ -187,12 +187,7 @@ class ServeVersion(SpecModel):
                 raise FieldError(["replicas"], "a bound application's replicas are set per deployment: "
                                                "deployments[i].replicas (the version holds their sum); remove "
                                                "replicas")
-            seen: dict[str, int] = {}
-            for i, deployment in enumerate(self.deployments):
-                if deployment.name in seen:
-                    raise FieldError(["deployments", i, "name"], f"deployment {deployment.name!r} is listed at "
-                                                                 f"[{seen[deployment.name]}] and [{i}]; list it once")
-                seen[deployment.name] = i
+            require_unique((d.name for d in self.deployments), "deployments", "deployment", "list it once")
         return self
 
 
@@ -269,12 +264,8 @@ class ServeSpec(WorkloadSpec):
         if self.workers != 1:  # the inherited field at its default (dumps carry it) means nothing here
             raise FieldError(["workers"], "a ServeApp's replicas are set per version: versions[i].replicas "
                                           "(a number or {min, max})")
-        names: dict[str, int] = {}
-        for i, version in enumerate(self.versions):
-            if version.name in names:
-                raise FieldError(["versions", i, "name"], f"version {version.name!r} is listed at "
-                                                          f"[{names[version.name]}] and [{i}]; rename one")
-            names[version.name] = i
+        names = [v.name for v in self.versions]
+        require_unique(names, "versions", "version", "rename one")
         total = sum(v.weight for v in self.versions)
         if abs(total - 100) > 1e-6:
             shown = ", ".join(f"{v.name}={v.weight:g}" for v in self.versions)
