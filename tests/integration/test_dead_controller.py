@@ -26,6 +26,7 @@ NEEDS_CONTROLLER = {
     "cancel": ["cancel", JOB],
     "tune import": ["tune", "import", "configs/tune/experiment.yml", "--tenant", "a"],
     "serve deploy": ["serve", "deploy", "configs/jobs/serve-echo.yaml", "--tenant", "a"],
+    "serve import": ["serve", "import", "configs/serve/serve-config.yaml", "--tenant", "a"],
     "serve status": ["serve", "status", "echo-serve"],
     "serve rollout": ["serve", "rollout", "echo-serve", "--to", "v2"],
     "serve rollback": ["serve", "rollback", "echo-serve"],
