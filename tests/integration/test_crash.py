@@ -105,7 +105,9 @@ def test_submits_waits_and_drivers_go_on_across_a_controller_restart(platform) -
         ray.kill(platform.controller, no_restart=False)  # takes effect a second or two later
         # Polls back to back as well: one is in flight when the old controller dies. The wait goes on, and so
         # does the job, whose driver may be starting.
-        assert client.wait(ref.id, timeout=120, poll_s=0).state == JobState.SUCCEEDED
+        done = client.wait(ref.id, timeout=120, poll_s=0)
+        assert done.state == JobState.SUCCEEDED, (done.message, [(e.kind, e.message) for e in ctl(platform, "events",
+                                                                                                  ref.id)])
         assert client.driver_api().ping()["pid"] != old_pid
     finally:
         stop.set()
