@@ -39,6 +39,8 @@ class Following:
                 return
             rec = self.store.get_job(job_id)
             sid = conv.submission_id(job_id, rec.attempts)
+            if await self._started_before_restart(rec, sid):
+                continue
             token = new_driver_token()  # the attempt's secret: the store keeps only its hash
             # First, so a fast driver finds its id and its secret is known.
             rec = self.store.update_job(job_id, submission_id=sid, driver_token=token_hash(token))
@@ -57,6 +59,21 @@ class Following:
             what = self.drivers.what(sid)
             self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
                                   reason=f"running as {what}", event=("started", f"{what} submitted"))
+
+    async def _started_before_restart(self, rec: JobRecord, sid: str) -> bool:
+        """Adopt this attempt's Ray Job if the previous controller submitted it and died before it said RUNNING.
+
+        Its driver holds the secret whose hash the store kept with ``submission_id`` (both are written before the
+        submit): a new secret would lock that driver out, and the attempt would fail for no fault of its own.
+        """
+        if rec.submission_id != sid or self.drivers.runs_small(rec) or await self.drivers.status(sid) is None:
+            return False
+        self.drivers.adopt(sid, rec)
+        self.drivers.awaiting.pop(rec.id, None)
+        what = self.drivers.what(sid)
+        self.store.update_job(rec.id, state=JobState.RUNNING, start_time=time.time(), reason=f"running as {what}",
+                              event=("started", f"{what} adopted: submitted before the controller restarted"))
+        return True
 
     async def _follow_drivers(self, now: float) -> None:
         """Ray Job ends -> job ends (or is retried); expected STOPs of preempted drivers are dropped."""
