@@ -77,7 +77,11 @@ def announce_and_follow(ref: Any, output: Format, wait: bool,
     """
     err = error_console()
     if output == Format.table:
-        print(f"Job '{ref.id}' submitted" + (f" to {placed(ref.tenant, chosen)}" if chosen is not None else ""))
+        if getattr(ref, "repeat", False):
+            print(f"Job '{ref.id}' was submitted before with this request id: nothing new was queued "
+                  f"(it is {client.status(ref.id).state.value.lower()})")
+        else:
+            print(f"Job '{ref.id}' submitted" + (f" to {placed(ref.tenant, chosen)}" if chosen is not None else ""))
         correction = client.status(ref.id).correction
         if correction:
             from cuberay.platform.control.correcting import describe
@@ -184,11 +188,16 @@ def cancel(
     output: Format = output_option(),
 ) -> None:
     """Cancel a waiting or running job (its resources are freed). Exit 4 if there is no such job."""
+    ended = client.status(job).state.is_terminal  # asked first: a cancelled job's record reads the same after
     record = client.cancel(job)
     if output != Format.table:
         emit(record, output)
         return
-    print(f"Job '{record.id}' {JobState(record.state).value.lower()}")
+    state = JobState(record.state)
+    if ended:
+        print(f"Job '{record.id}' had already ended ({state.value.lower()}): nothing to cancel")
+        return
+    print(f"Job '{record.id}' {state.value.lower()}")
 
 
 history_app = typer.Typer(help="The platform's finished jobs: list them, or export them as a trace.",

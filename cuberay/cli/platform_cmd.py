@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
@@ -15,7 +16,7 @@ from rich.text import Text
 from cuberay import kinds
 from cuberay.cli import app, views
 from cuberay.cli.output import Format, emit, error_console, output_option
-from cuberay.errors import JobFailedError
+from cuberay.errors import JobFailedError, PlatformNotRunningError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 
@@ -38,12 +39,37 @@ def up(
     err = error_console()
     with err.status(f"starting the cuberay controller on {where} ..."):
         url = client.up(str(platform) if platform else None, address)
+    facts = {"dashboard_url": url, **_where_things_go(platform, local=address is None)}
     if output != Format.table:
-        emit({"dashboard_url": url}, output)
+        emit(facts, output)
         return
     print(f"Ray dashboard: {url}")
+    if facts.get("metrics_url"):
+        print(f"Metrics:       {facts['metrics_url']} (Prometheus text, cuberay_* series; a Grafana "
+              f"dashboard of them: configs/grafana/cuberay.json)")
+    print(f"Storage:       {facts['storage']} (database, logs, checkpoints; from {facts['storage_from']})")
+    if facts.get("head_cpus"):
+        print(f"Local head:    {facts['head_cpus']} logical CPUs ({os.cpu_count()} cores here; at least the node "
+              f"pools' CPUs, so what `cuberay spec validate --platform` says fits is admitted here too)")
     err.print(next_steps(ray_job_env(url, local=address is None), _example_job()), highlight=False,
               soft_wrap=True)
+
+
+def _where_things_go(platform: Optional[Path], *, local: bool) -> dict[str, object]:
+    """Where this platform keeps its data and why, and the local head's metrics endpoint and CPUs."""
+    from cuberay.home import where_home
+    from cuberay.platform.control import head as controller_head
+    from cuberay.platform.spec import load_platform
+
+    path = client.find_platform_file(platform)
+    plat = load_platform(path)
+    facts: dict[str, object] = {
+        "storage": str(plat.storage_path()),
+        "storage_from": f"spec.storage of {path}" if plat.spec.storage else f"cuberay's home: {where_home()}"}
+    state = controller_head.read_state() if local else None
+    if state:
+        facts.update({"metrics_url": state.get("metrics_url"), "head_cpus": state.get("cpus")})
+    return facts
 
 
 def _example_job() -> str:
@@ -66,12 +92,14 @@ def next_steps(env: dict[str, str], example: str) -> str:
     exports = "\n".join(f"  export {key}={value}" for key, value in env.items())
     auth = "" if "RAY_AUTH_MODE" in env else \
         "\n  (and export RAY_AUTH_MODE=token if that cluster uses Ray's token authentication)"
+    how = "run `eval \"$(cuberay env)\"`, or paste into your shell" if "RAY_AUTH_MODE" in env else \
+        "paste into your shell"
     login = f"The dashboard asks for a token at login: paste {_token_location()}.\n" if "RAY_AUTH_MODE" in env else ""
     return ("cuberay is up. Next:\n"
             "  cuberay tenants\n"
             "  cuberay submit configs/jobs/train-ddp.yaml --wait\n"
             "  cuberay queue\n"
-            "For `ray job submit -- cuberay run FILE`, first paste into your shell:\n"
+            f"For `ray job submit -- cuberay run FILE`, first {how}:\n"
             f"{exports}{auth}\n"
             f"  ray job submit -- cuberay run {example}\n"
             f"{login}"
@@ -84,6 +112,24 @@ def _token_location() -> str:
         return "the value of RAY_AUTH_TOKEN (set in this shell)"
     path = os.environ.get("RAY_AUTH_TOKEN_PATH") or "~/.ray/auth_token"
     return f"the one in {path} (`cat {path}`)"
+
+
+@app.command()
+def env(output: Format = output_option(help="table (shell lines for eval) | json | yaml (the variables)")) -> None:
+    """Print the shell lines that point Ray's own CLI (`ray job submit`, `ray status`) at the local head `cuberay
+    up` started: run `eval "$(cuberay env)"`."""
+    from cuberay.platform.control import head as controller_head
+
+    state = controller_head.read_state()
+    if state is None:
+        raise PlatformNotRunningError("no local head from `cuberay up` is running; start one with `cuberay up` "
+                                      "(for a cluster of your own, export RAY_ADDRESS=<its dashboard URL>)")
+    variables = ray_job_env(state["dashboard_url"], local=True)
+    if output != Format.table:
+        emit(variables, output)
+        return
+    for key, value in variables.items():
+        print(f"export {key}={shlex.quote(value)}")
 
 
 @app.command()

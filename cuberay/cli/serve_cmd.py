@@ -21,7 +21,7 @@ import yaml
 
 from cuberay.cli import app
 from cuberay.cli.output import Format, emit, error_console
-from cuberay.errors import CuberayError
+from cuberay.errors import CuberayError, SpecError
 
 serve_app = typer.Typer(help="Serving apps on Ray Serve: deploy, status, rollout, rollback, history, delete.",
                         no_args_is_help=True)
@@ -48,7 +48,8 @@ def deploy(file: Path = typer.Argument(..., metavar="FILE", help="A ServeApp spe
     """Check FILE (checkpoints, route, engine), submit it and wait until Serve runs it (--no-wait: don't)."""
     record = _ops().deploy_app(file, tenant, wait_s=300.0 if wait else 0.0)
     if output == Format.table:
-        print(f"App '{record.id}' {record.state.value.lower()}")
+        where = _ops().app_url(record)
+        print(f"App '{record.id}' {record.state.value.lower()}" + (f" at {where}" if where else ""))
         error_console().print(f"  status:   cuberay serve status {record.name}\n"
                               f"  rollout:  cuberay serve rollout {record.name} --to VERSION", highlight=False)
     else:
@@ -63,7 +64,7 @@ def status(name: str = typer.Argument(..., metavar="APP"), tenant: Optional[str]
     if output != Format.table:
         emit(info, output)
         return
-    print(f"{info['app']}: {info['state']}, Serve {info['serve']}, route {info['route']}, "
+    print(f"{info['app']}: {info['state']}, Serve {info['serve']}, route {info['route']} ({info['url']}), "
           f"nodes {', '.join(n[:8] for n in info['nodes']) or '-'}")
     weights = info.get("weights") or {}
     rows = [{"version": v, "weight": weights.get(v), "requests": f.get("requests"), "errors": f.get("errors"),
@@ -86,6 +87,12 @@ def rollout(name: str = typer.Argument(..., metavar="APP"),
             step_timeout: Optional[float] = typer.Option(
                 None, "--step-timeout", help="Seconds a step may wait for rollout.min_requests on --to before it "
                                              "rolls back (default: the spec's rollout.step_timeout)."),
+            probe: Optional[Path] = typer.Option(
+                None, "--probe", metavar="FILE", help="While it runs, POST this JSON request body to the app's "
+                                                      "route --probe-rate times a second, so that steps have "
+                                                      "answers to judge without users' traffic."),
+            probe_rate: float = typer.Option(10.0, "--probe-rate", min=0.1, max=100.0, metavar="N",
+                                             help="Requests a second that --probe sends."),
             tenant: Optional[str] = TENANT, output: Format = OUTPUT) -> None:
     """Shift traffic to --to step by step; a step passes once --to answered rollout.min_requests within the
     health limits. It always waits: it returns once all traffic is on --to (exit 0), or a step broke a limit
@@ -93,14 +100,32 @@ def rollout(name: str = typer.Argument(..., metavar="APP"),
     parsed: Any = None
     if steps:
         parsed = int(steps) if steps.isdigit() else [float(s) for s in steps.split(",")]
+    body = _probe_body(probe) if probe else None
     outcome = _ops().run_rollout(name, to, tenant, steps=parsed, interval_s=interval, step_timeout_s=step_timeout,
-                                 say=lambda line: error_console().print(line, highlight=False))
+                                 say=lambda line: error_console().print(line, highlight=False),
+                                 probe=(body, probe_rate) if body is not None else None)
     if output != Format.table:
         emit({"completed": outcome.completed, "applied": outcome.applied, "reason": outcome.reason}, output)
     if not outcome.completed:
         raise CuberayError(f"rollout to {to} rolled back: {outcome.reason}")
     if output == Format.table:
         print(f"App '{name}': all traffic on {to}")
+
+
+def _probe_body(path: Path) -> bytes:
+    """The request --probe sends: a JSON file, checked here so a typo fails before traffic moves."""
+    import json
+
+    try:
+        body = path.read_bytes()
+        json.loads(body)
+    except OSError as err:
+        raise SpecError(f"--probe {path}: cannot read it ({err.strerror}); give a JSON request body file",
+                        path="--probe") from None
+    except ValueError as err:
+        raise SpecError(f"--probe {path} is not JSON ({err}); give the body of one request to the app, e.g. "
+                        f'{{"inputs": [[...]]}}', path="--probe") from None
+    return body
 
 
 @serve_app.command()

@@ -99,7 +99,10 @@ def _platform_dict(platform: Any) -> dict[str, Any]:
 
     plat = platform if isinstance(platform, Platform) else load_platform(
         platform if isinstance(platform, Mapping) else Path(platform))
-    return plat.model_dump(mode="json")
+    data = plat.model_dump(mode="json")
+    # Unset storage is this machine's cuberay home: fixed here, so the controller (wherever it runs) uses it.
+    data["spec"]["storage"] = data["spec"]["storage"] or str(plat.storage_path())
+    return data
 
 
 def install(platform: Any, *, address: str | None = None, replace: bool = False) -> Any:
@@ -146,13 +149,15 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
 
     from cuberay.platform.control import head as controller_head
     from cuberay.platform.control import install as controller
+    from cuberay.platform.spec import load_platform
 
-    spec = _platform_dict(find_platform_file(platform_file))
+    plat = load_platform(find_platform_file(platform_file))
+    spec = _platform_dict(plat)
     if address is None and not ray.is_initialized():
         head = controller_head.read_state()
         if head is None:
             controller_head.use_token_auth()
-            head = controller_head.start(controller_head.home())
+            head = controller_head.start(controller_head.home(), controller_head.head_cpus(plat))
         address = head["address"]
     _init_ray(address, log_to_driver=False)
     handle = controller.find()
@@ -229,7 +234,7 @@ def submit(spec_or_path: Any, tenant: str | None = None, *, user: str | None = N
         record: JobRecord = driver_api().submit(job.model_dump(mode="json"), tenant, driver,
                                                  submission_id, request_id or f"auto-{uuid.uuid4().hex}",
                                                  driver_token)
-    return JobRef(record.id, record.tenant, record.name)
+    return JobRef(record.id, record.tenant, record.name, repeat=record.repeat and request_id is not None)
 
 
 def tenant_choice(spec_or_path: Any = None, tenant: str | None = None, *, user: str | None = None) -> dict[str, str]:

@@ -47,6 +47,7 @@ import yaml
 
 import cuberay.pipelines as pipelines
 from cuberay.errors import CuberayError
+from cuberay.home import HOME_ENV
 from cuberay.platform import client
 from cuberay.platform.api.records import JobRecord, JobRef, QueueEntry
 from cuberay.platform.control import head as controller_head
@@ -64,7 +65,6 @@ SERVE_APP = "jobs/demo-serve.yaml"
 QUERY_ROWS = 200  # the last digits of sklearn's set, sent to the served model in one request
 # Ray reads a starting node's resources from this variable (what its autoscaler uses for fake nodes).
 RESOURCES_ENV = "RAY_OVERRIDE_RESOURCES"
-HOME_ENV = "CUBERAY_HOME"
 # Ray's temp dir root. Its default, /tmp/ray, is one per machine: its ray_current_cluster file names
 # the last cluster started by anyone here, and Ray's job supervisor hands that address to every job
 # driver, so with another Ray on the machine our drivers could join the wrong cluster.
@@ -125,7 +125,7 @@ def run_demo(platform_file: str | None = None, *, on_tick: Callable[[Snapshot], 
     source = Path(platform_file) if platform_file else CONFIGS / "platform.yaml"
     plat = load_platform(source)
     with tempfile.TemporaryDirectory(prefix="crdemo", ignore_cleanup_errors=True) as scratch, \
-            scratch_env(Path(scratch), head_cpus(plat)):
+            scratch_env(Path(scratch), controller_head.head_cpus(plat)):
         url = client.up(str(scratch_platform(source, Path(scratch))))
         try:
             refs = [_submit(CONFIGS / job, plat) for job in jobs]
@@ -187,11 +187,6 @@ def _post_json(url: str, body: dict, timeout_s: float = 60.0) -> dict:
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - our own local service
         return json.loads(response.read())
-
-
-def head_cpus(plat: Platform) -> int:
-    """Logical CPUs for the demo's head: the node pools' total, at least the machine's cores."""
-    return max(os.cpu_count() or 1, int(plat.capacity().get("CPU", 0)))
 
 
 def scratch_platform(source: Path, scratch: Path) -> Path:

@@ -53,6 +53,16 @@ def details() -> dict[str, Any]:
     return _client().get_serve_details()
 
 
+def url(route_prefix: str | None, serve_details: dict[str, Any] | None = None) -> str | None:
+    """Where Serve's HTTP proxy answers ``route_prefix`` on this machine (None: the app has no route)."""
+    if not route_prefix:
+        return None
+    http = (serve_details if serve_details is not None else details()).get("http_options") or {}
+    host = http.get("host") or "127.0.0.1"
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return f"http://{host}:{http.get('port', 8000)}{route_prefix}"
+
+
 def deployed_configs() -> list[dict[str, Any]]:
     """The declarative configs of the deployed apps."""
     return applications_of(details())

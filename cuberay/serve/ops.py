@@ -23,6 +23,7 @@ from cuberay.platform.spec import load_spec
 from cuberay.platform.spec.serve import MAX_STEP_TIMEOUT_S, ServeApp
 from cuberay.serve import deploy, rollout
 from cuberay.serve.config import traffic_of
+from cuberay.serve.probe import probing
 from cuberay.serve.service import entry_for
 
 STATUS_WINDOW_S = 60.0  # the figures `cuberay serve status` shows: the last minute
@@ -75,14 +76,21 @@ def deploy_app(spec_or_path: Any, tenant: str | None = None, *, wait_s: float = 
         time.sleep(1.0)
 
 
+def app_url(record: Any) -> str | None:
+    """The URL an app's route answers at (None: it has no route, as a graph version's own Serve app)."""
+    return deploy.url(_app(record).spec.route_prefix)
+
+
 def status(name: str, tenant: str | None = None) -> dict[str, Any]:
     record = find(name, tenant)
     app = _app(record)
-    serve_state = deploy.app_status(app.serve_name) or {}
+    serve_details = deploy.details()
+    serve_state = (serve_details.get("applications") or {}).get(app.serve_name) or {}
     figures = deploy.stats(app.serve_name, STATUS_WINDOW_S) if serve_state.get("status") == "RUNNING" and \
         "vllm" not in app.spec.engines else {}
     return {"app": record.id, "state": record.state.value, "serve": serve_state.get("status", "NOT DEPLOYED"),
-            "route": app.spec.route_prefix, "nodes": sorted({a["node_id"] for a in record.allocation or []}),
+            "route": app.spec.route_prefix, "url": deploy.url(app.spec.route_prefix, serve_details),
+            "nodes": sorted({a["node_id"] for a in record.allocation or []}),
             "weights": figures.get("weights"), "versions": figures.get("versions", {})}
 
 
@@ -94,9 +102,10 @@ def _change(record: Any, app: ServeApp, user: str, action: str, weights: dict, n
 
 def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = None,
                 interval_s: float | None = None, step_timeout_s: float | None = None,
-                say=print) -> rollout.Outcome:
+                say=print, probe: tuple[bytes, float] | None = None) -> rollout.Outcome:
     """Move all traffic to version ``to`` step by step; roll back by itself if a step breaks a limit or gets
-    fewer than ``min_requests`` within ``step_timeout_s``."""
+    fewer than ``min_requests`` within ``step_timeout_s``. ``probe``: (request body, per second) to send to the
+    app's route meanwhile (cuberay/serve/probe.py)."""
     record = find(name, tenant)
     app = _app(record)
     names = [v.name for v in app.spec.versions]
@@ -118,9 +127,20 @@ def run_rollout(name: str, to: str, tenant: str | None = None, *, steps: Any = N
         _change(record, app, user, "rollback" if automatic else "rollout", weights, note)
         say(f"{note}: weights {weights}")
 
-    return rollout.run(current, to, steps if steps is not None else spec.steps, interval, limits, apply=apply,
-                       stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep,
-                       clock=time.monotonic)
+    def run() -> rollout.Outcome:
+        return rollout.run(current, to, steps if steps is not None else spec.steps, interval, limits, apply=apply,
+                           stats=lambda s: deploy.stats(app.serve_name, s)["versions"], wait=time.sleep,
+                           clock=time.monotonic)
+
+    if probe is None:
+        return run()
+    where = deploy.url(app.spec.route_prefix)
+    if where is None:
+        raise SpecError(f"app {name!r} has no route to probe; send it requests yourself", path="--probe")
+    with probing(where, probe[0], probe[1]) as seen:
+        outcome = run()
+    say(f"probe: {len(seen)} requests to {where}, {sum(1 for code in seen if code == 200)} answered 200")
+    return outcome
 
 
 def rollback(name: str, tenant: str | None = None, to: int | None = None) -> dict[str, float]:

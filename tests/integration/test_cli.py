@@ -194,7 +194,8 @@ def test_up_on_an_existing_cluster_then_down(ray_cluster, tmp_path: Path, monkey
         code, out, err = cli(capsys, "up", "--platform", str(platform_yaml), "--address", ray_cluster.address,
                              "-o", "json")
         assert code == 0, err
-        assert json.loads(out) == {"dashboard_url": ray_cluster.dashboard_url}
+        assert json.loads(out) == {"dashboard_url": ray_cluster.dashboard_url, "storage": str(storage),
+                                   "storage_from": f"spec.storage of {platform_yaml}"}
         code, out, _ = cli(capsys, "tenants", "-o", "json")
         assert code == 0 and [t["name"] for t in json.loads(out)] == ["solo"]
     finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 # (kinds.*.driver: the driver module of every kind's adapter). A module imports only its own layer and layers
 # of a lower rank; layers of one rank are siblings and import nothing of each other.
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "base": (0, ("errors", "platform")),             # the error root; platform/__init__.py holds nothing
+    "base": (0, ("errors", "platform", "home")),     # the error root; cuberay's home; platform/__init__ is empty
     "spec": (1, ("platform.spec",)),
     "policy": (2, ("platform.policy",)),
     "api": (3, ("platform.api",)),                    # callers, access rules, the controller's methods

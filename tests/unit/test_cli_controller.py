@@ -9,6 +9,7 @@ commands run against Ray in tests/integration/test_cli.py.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,21 @@ def test_submit_prints_the_id_and_next_steps_and_a_repeated_request_id_returns_t
     first = json.loads(capsys.readouterr().out)["id"]
     assert main(["submit", path, "--request-id", "ci-build-42", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["id"] == first == "vision-steps-2"
+    assert main(["submit", path, "--request-id", "ci-build-42"]) == 0  # a repeat says it is one
+    assert re.fullmatch(r"Job 'vision-steps-2' was submitted before with this request id: nothing new was "
+                        r"queued \(it is (queued|admitted|running)\)", capsys.readouterr().out.splitlines()[0])
+    assert main(["submit", path, "--request-id", "ci-build-43"]) == 0  # a new id is a new job
+    assert capsys.readouterr().out.splitlines()[0].startswith("Job 'vision-steps-3' submitted to tenant vision")
+
+
+def test_cancel_says_whether_it_cancelled_or_the_job_had_ended(controller: InProcess, alice: None,  # noqa: F811
+                                                                tmp_path: Path, capsys) -> None:
+    path = spec_file(tmp_path, task("ends"))
+    assert main(["submit", path]) == 0
+    capsys.readouterr()
+    assert main(["cancel", "ends"]) == 0 and capsys.readouterr().out.strip() == "Job 'vision-ends-1' cancelled"
+    assert main(["cancel", "ends"]) == 0
+    assert capsys.readouterr().out.strip() == "Job 'vision-ends-1' had already ended (cancelled): nothing to cancel"
 
 
 @pytest.mark.parametrize(("end", "code"), [("SUCCEEDED", 0), ("FAILED", 1), ("STOPPED", 0)])

@@ -23,6 +23,7 @@ from cuberay.cli.output import Format, emit
 from cuberay.platform import client
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.client import QueueEntry, TenantUsage
+from cuberay.platform.control import head as controller_head
 from cuberay.platform.control.store import Store
 from cuberay.platform.policy.states import JobState
 
@@ -175,7 +176,8 @@ def _platform_file(tmp_path: Path) -> Path:
     storage = tmp_path / "storage"
     text = (Path(__file__).resolve().parents[2] / "configs" / "platform.yaml").read_text()
     path = tmp_path / "platform.yaml"
-    path.write_text(text.replace("storage: ~/.cuberay", f"storage: {storage}"))
+    assert "  storage: null" in text  # the bundled file keeps its data in cuberay's home
+    path.write_text(text.replace("  storage: null", f"  storage: {storage}", 1))
     return path
 
 
@@ -225,7 +227,7 @@ def test_demo_platform_copy_keeps_tenants_and_moves_storage(tmp_path: Path) -> N
     assert [t.name for t in copy.tenants] == [t.name for t in original.tenants]
     assert copy.database_url() == f"sqlite:///{tmp_path / 'storage' / 'cuberay.db'}"
     assert all(t.storage == f"{tmp_path / 'storage'}/{t.name}" for t in copy.tenants)
-    assert demo.head_cpus(original) >= 6  # the node pools' CPUs: the three demo jobs fit at once
+    assert controller_head.head_cpus(original) >= 6  # the node pools' CPUs: the three demo jobs fit at once
 
 
 def test_demo_submits_as_a_member_of_each_tenant(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,10 @@ NOT_SPECS = {"grafana/cuberay.json", "sim/trace-example.csv",
              # an NNI experiment (tests/unit/test_tune_spec.py imports it) with its space and trial script
              "tune/experiment.yml", "tune/search_space.json", "tune/trial.py",
              # a Ray Serve config file (`cuberay serve import`; tests/unit/test_serve_graph.py imports it)
-             "serve/serve-config.yaml"}
+             "serve/serve-config.yaml",
+             # a request body for the served digits model (test_the_digits_request_is_one_the_model_takes) and
+             # where it comes from
+             "serve/digits-request.json", "serve/SOURCE.md"}
 
 
 
@@ -200,3 +203,11 @@ def test_cli_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["spec", "schema", "-o", str(target)]) == 2  # -o is never a file
     assert main(["spec", "schema", "--out", str(tmp_path / "no-such-dir" / "x.json")]) == 2
     assert "pick a writable --out path" in capsys.readouterr().err
+
+
+def test_the_digits_request_is_one_the_model_takes() -> None:
+    """configs/serve/digits-request.json (the README's curl, `serve rollout --probe`): rows of 64 scaled pixels."""
+    import json
+
+    rows = json.loads((CONFIGS / "serve" / "digits-request.json").read_text())["inputs"]
+    assert rows and all(len(r) == 64 and all(0.0 <= v <= 1.0 for v in r) for r in rows)

@@ -42,7 +42,8 @@ def test_up_prints_the_commands_to_run_next(fake_up: list, capsys: pytest.Captur
         monkeypatch.delenv(name, raising=False)
     assert main(["up"]) == 0
     out, err = capsys.readouterr()
-    assert out.strip() == f"Ray dashboard: {URL}"
+    assert out.splitlines()[0] == f"Ray dashboard: {URL}"
+    assert re.search(r"^Storage: +\S+ \(database, logs, checkpoints; from ", out, re.M), out
     assert "cuberay submit configs/jobs/train-ddp.yaml --wait" in err
     # The exact lines `ray job submit` needs against the local head (token auth, the dashboard address).
     lines = [line.strip() for line in err.splitlines()]
@@ -63,15 +64,58 @@ def test_up_on_an_existing_cluster_names_its_address(fake_up: list, capsys: pyte
     assert fake_up == [(None, "10.0.0.1:6379")]
 
 
-def test_up_json_is_the_url_only(fake_up: list, capsys: pytest.CaptureFixture[str]) -> None:
+def test_up_json_is_the_url_and_where_things_go(fake_up: list, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CUBERAY_HOME", str(tmp_path / "home"))
     assert main(["up", "-o", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"dashboard_url": URL}
+    assert json.loads(capsys.readouterr().out) == {"dashboard_url": URL, "storage": str(tmp_path / "home"),
+                                                   "storage_from": "cuberay's home: $CUBERAY_HOME"}
+
+
+def test_the_platform_files_storage_wins_over_cuberays_home(fake_up: list, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CUBERAY_HOME", str(tmp_path / "home"))
+    own = tmp_path / "platform.yaml"
+    own.write_text((REPO_ROOT / "configs" / "platform.yaml").read_text().replace(
+        "  storage: null", f"  storage: {tmp_path / 'data'}", 1))
+    assert main(["up", "--platform", str(own), "-o", "json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["storage"], facts["storage_from"]) == (str(tmp_path / "data"), f"spec.storage of {own}")
+    # What the controller is given: the bundled file's unset storage is fixed to this machine's home.
+    assert client._platform_dict(REPO_ROOT / "configs" / "platform.yaml")["spec"]["storage"] == str(tmp_path / "home")
+    assert load_platform(REPO_ROOT / "configs" / "platform.yaml").tenant_storage("vision") == tmp_path / "home" / "vision"
+
+
+def test_up_names_the_local_heads_metrics_endpoint_and_cpus(fake_up: list, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuberay.platform.control import head
+
+    monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL, "cpus": 6,
+                                                     "metrics_url": "http://10.0.0.5:40123/metrics"})
+    assert main(["up"]) == 0
+    out = capsys.readouterr().out
+    assert "Metrics:       http://10.0.0.5:40123/metrics (Prometheus text" in out and "configs/grafana" in out
+    assert "Local head:    6 logical CPUs" in out
+    assert head.head_cpus(PLATFORM) >= 6  # the bundled node pools' CPUs: demo-wait.yaml fits live as it validates
+
+
+def test_cuberay_env_prints_what_rays_cli_needs_for_the_local_head(capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuberay.platform.control import head
+
+    monkeypatch.setattr(head, "read_state", lambda: None)
+    assert main(["env"]) == 1 and "no local head from `cuberay up` is running" in capsys.readouterr().err
+    monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL})
+    assert main(["env"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["export RAY_AUTH_MODE=token", f"export RAY_ADDRESS={URL}"]
+    assert main(["env", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"RAY_AUTH_MODE": "token", "RAY_ADDRESS": URL}
 
 
 def test_readme_live_platform_names_the_same_environment() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
     live = readme[readme.index("## Live platform"):readme.index("## Exit codes")]
-    assert "export RAY_AUTH_MODE=token" in live and "export RAY_ADDRESS=" in live
+    assert 'eval "$(cuberay env)"' in live and "ray job submit -- cuberay run" in live
 
 
 # ------------------------------------------------------------------ the bundled platform's membership

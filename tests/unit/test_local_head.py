@@ -54,14 +54,15 @@ def test_ports_stay_distinct_when_the_os_offers_one_twice(os_offers_the_first_po
 
 
 def test_the_head_command_gives_each_component_its_own_port(os_offers_the_first_port_again: list) -> None:
-    command, port, dashboard_port = head.head_command("127.0.0.1", "/tmp/cr-test")
+    command, port, dashboard_port, metrics_port = head.head_command("127.0.0.1", "/tmp/cr-test")
     flags = dict(re.fullmatch(r"--([a-z-]+)=(.*)", arg).groups() for arg in command if arg.startswith("--")
                  and "=" in arg)
     fixed = {name: int(value) for name, value in flags.items() if name.endswith("port") and value != "0"}
     # `ray start --head` fixes 10001 for its Ray Client server when given none: another head may hold it.
-    assert set(fixed) == {"port", "dashboard-port", "ray-client-server-port"}, flags
+    assert set(fixed) == {"port", "dashboard-port", "ray-client-server-port", "metrics-export-port"}, flags
     assert len(set(fixed.values())) == len(fixed), fixed
-    assert (fixed["port"], fixed["dashboard-port"]) == (port, dashboard_port)
+    assert (fixed["port"], fixed["dashboard-port"], fixed["metrics-export-port"]) == (port, dashboard_port,
+                                                                                       metrics_port)
     assert not set(fixed.values()) & set(head.RAY_RESERVED_PORTS)  # Ray's client and worker ports
 
 

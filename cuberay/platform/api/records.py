@@ -51,6 +51,9 @@ class JobRecord(BaseModel):
     request_id: str | None = Field(
         default=None, description="The submitter's own id for this submission: the same user submitting the "
                                   "same request id again gets this job back instead of a new one.")
+    repeat: bool = Field(
+        default=False, exclude=True, description="Only in the answer to a submit: True when that submit repeated "
+                                                 "an earlier request id and got the earlier job back. Never stored.")
 
 
 class EventRecord(BaseModel):
@@ -137,6 +140,7 @@ class JobRef:
     id: str
     tenant: str
     name: str
+    repeat: bool = False  # the submit repeated an earlier request id and got that job back
 
     def __str__(self) -> str:
         return f"cuberay://{self.tenant}/{self.id}"

@@ -74,7 +74,7 @@ def same_request(earlier: JobRecord, job: Job) -> JobRecord:
                         path="request_id")
     if earlier.state == JobState.REJECTED:
         raise AdmissionError(f"job {earlier.id} rejected: {earlier.reason}")
-    return earlier
+    return earlier.model_copy(update={"repeat": True})
 
 
 def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,

@@ -91,7 +91,8 @@ class Guard:
         if rec is None:
             self.deny(f"a call by {caller.user!r} carried a driver credential that is no current attempt's (a "
                        f"stale attempt, or a forged one); drivers get theirs when their attempt starts")
-        return Principal(caller.user, "driver", job_id=rec.id, job_tenant=rec.tenant, admin=admin)
+        # The record just read goes along: a driver's rule is about its own job, which need not be read again.
+        return Principal(caller.user, "driver", job_id=rec.id, job_tenant=rec.tenant, admin=admin, target=rec)
 
     # -------------------------------------------------------------- rules
 
@@ -124,7 +125,9 @@ class Guard:
 
     def _job_rule(self, endpoint: Endpoint, who: Principal, ref: str) -> Principal:
         if endpoint.rule.who == Who.DRIVER:
-            if who.is_platform or (who.kind == "driver" and who.job_id == ref):
+            if who.kind == "driver" and who.job_id == ref:
+                return who  # identify() read this job by its attempt's secret a moment ago
+            if who.is_platform:
                 return _with(who, self.store.get_job(ref))
             self.deny(f"{endpoint.name} is for the driver of job {ref}; this call carries no credential of its "
                        f"current attempt (user {who.user!r})", ref if self.store.has_job(ref) else None)

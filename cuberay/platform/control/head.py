@@ -44,6 +44,7 @@ from typing import Any
 import psutil
 
 from cuberay.errors import CuberayError, PlatformNotRunningError
+from cuberay.home import home
 from cuberay.platform.control import sweep
 
 # The controller actor: a detached named actor on the head, found by this name in this namespace.
@@ -58,10 +59,6 @@ TOKEN_FILE = Path("~/.ray/auth_token")
 START_TIME_SLACK_S = 1.0
 # `ray start --head` takes 10001 (Ray Client server) and 10002-19999 (worker ports) unless told otherwise.
 RAY_RESERVED_PORTS = range(10001, 20000)
-
-
-def home() -> Path:
-    return Path(os.environ.get("CUBERAY_HOME", "~/.cuberay")).expanduser()
 
 
 def state_path() -> Path:
@@ -166,8 +163,9 @@ def use_token_auth() -> None:
         pass
 
 
-def start(log_dir: Path) -> dict[str, Any]:
-    """Start a head with dashboard and token auth; return its recorded state once it accepts drivers.
+def start(log_dir: Path, cpus: int | None = None) -> dict[str, Any]:
+    """Start a head with dashboard and token auth (``cpus`` logical CPUs; None: the machine's cores); return its
+    recorded state once it accepts drivers.
 
     What a recorded head that died left running goes first (its state file is replaced).
     """
@@ -185,13 +183,14 @@ def start(log_dir: Path) -> dict[str, Any]:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_file = log_dir / "ray-head.log"
     temp_dir = _private_temp_dir()
-    command, port, dashboard_port = head_command(ip, temp_dir)
+    command, port, dashboard_port, metrics_port = head_command(ip, temp_dir, cpus)
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     state = {"pid": proc.pid, "pgid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(),
              "address": f"{ip}:{port}",
              "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time(),
+             "metrics_url": f"http://{ip}:{metrics_port}/metrics", "cpus": cpus or os.cpu_count(),
              "temp_dir": temp_dir, "head_id": head_id, "address_file": _address_file()}
     home().mkdir(parents=True, exist_ok=True)
     state_path().write_text(json.dumps(state, indent=2))
@@ -200,20 +199,28 @@ def start(log_dir: Path) -> dict[str, Any]:
     return state
 
 
-def head_command(ip: str, temp_dir: str) -> tuple[list[str], int, int]:
-    """``ray start --head`` with every port it would fix chosen free and distinct; returns it, GCS and dashboard port.
+def head_command(ip: str, temp_dir: str, cpus: int | None = None) -> tuple[list[str], int, int, int]:
+    """``ray start --head`` with every port it would fix chosen free and distinct; returns it, the GCS, dashboard
+    and metrics ports (Prometheus text, where the controller's ``cuberay_*`` series are scraped).
 
     ``ray start`` refuses a port given to two of its components. The GCS, the dashboard and the Ray Client
     server (Ray's 10001 may be another head's) get ports chosen together; the agents, node and object managers
     bind a port the OS picks (0); workers take Ray's range 10002-19999, which the chosen ports avoid.
     """
-    port, dashboard_port, client_port = free_ports(3)
+    port, dashboard_port, client_port, metrics_port = free_ports(4)
     command = [*_ray_cli(), "start", "--head", "--block", f"--node-ip-address={ip}", f"--port={port}",
                f"--temp-dir={temp_dir}",
                "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
                "--dashboard-agent-listen-port=0", f"--ray-client-server-port={client_port}",
-               "--disable-usage-stats"]
-    return command, port, dashboard_port
+               f"--metrics-export-port={metrics_port}", "--disable-usage-stats",
+               *([f"--num-cpus={cpus}"] if cpus else [])]
+    return command, port, dashboard_port, metrics_port
+
+
+def head_cpus(platform: Any) -> int:
+    """Logical CPUs for a local head: the platform file's node pools' total, at least the machine's cores, so that
+    what `cuberay spec validate --platform` says fits is what the local head admits (a wait is the quota's)."""
+    return max(os.cpu_count() or 1, int(platform.capacity().get("CPU", 0)))
 
 
 # Ray puts Unix sockets at <temp dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store, and a socket

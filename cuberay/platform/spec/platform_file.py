@@ -11,6 +11,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 import cuberay.platform.spec.resources as res
 from cuberay.errors import AdmissionError, SpecError
+from cuberay.home import home
 from cuberay.platform.spec.common import (
     API_VERSION,
     ApiVersion,
@@ -189,7 +190,9 @@ class SchedulerSettings(SpecModel):
 class PlatformSpec(SpecModel):
     """Tenants, node pools, storage and scheduler settings of one platform."""
 
-    storage: str = Field("~/.cuberay", description="Directory for the database, logs and tenant storage.")
+    storage: str | None = Field(None, description="Directory for the database, logs and tenant storage; null = "
+                                "cuberay's home ($CUBERAY_HOME, else ~/.cuberay) on the machine that installs "
+                                "the platform.")
     database: str | None = Field(None, description="SQLAlchemy URL, e.g. postgresql://host/cuberay; null = "
                                                    "SQLite at <storage>/cuberay.db.")
     tenants: list[Tenant] = Field(min_length=1, description="The tenants; names are unique.")
@@ -281,6 +284,8 @@ class PlatformSpec(SpecModel):
             if over := promised.exceeding(self.capacity()):
                 raise FieldError(["tenants"], f"the guaranteed quotas add up to more than the node pools hold "
                                               f"({over_text(over)}); lower the guarantees or add nodes")
+        if self.storage is None:  # cuberay's home, known where the platform runs (Platform.tenant_storage)
+            return self
         tenants = [t if t.storage else t.model_copy(update={"storage": f"{self.storage.rstrip('/')}/{t.name}"})
                    for t in self.tenants]
         return self.model_copy(update={"tenants": tenants})
@@ -389,7 +394,7 @@ class Platform(SpecModel):
         return user in self.spec.admins
 
     def storage_path(self) -> Path:
-        return Path(self.spec.storage).expanduser()
+        return Path(self.spec.storage).expanduser() if self.spec.storage else home()
 
     def tenant_storage(self, name: str) -> Path:
         """A tenant's storage folder (its own ``storage``, else <platform storage>/<tenant>): checkpoints, Tune
