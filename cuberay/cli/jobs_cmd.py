@@ -77,12 +77,13 @@ def announce_and_follow(ref: Any, output: Format, wait: bool,
     """
     err = error_console()
     if output == Format.table:
-        if getattr(ref, "repeat", False):
+        record = client.status(ref.id)
+        if ref.repeat:
             print(f"Job '{ref.id}' was submitted before with this request id: nothing new was queued "
-                  f"(it is {client.status(ref.id).state.value.lower()})")
+                  f"(it is {record.state.value.lower()})")
         else:
             print(f"Job '{ref.id}' submitted" + (f" to {placed(ref.tenant, chosen)}" if chosen is not None else ""))
-        correction = client.status(ref.id).correction
+        correction = record.correction
         if correction:
             from cuberay.platform.control.correcting import describe
 

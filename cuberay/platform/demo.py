@@ -161,7 +161,7 @@ def serve_and_query(user: str, timeout_s: float = 300.0, app_file: str = SERVE_A
     # A free port, not Serve's 8000, which another service on the machine may hold; a Serve already
     # running keeps its own port.
     serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": controller_head.free_port()})
-    port = deploy.details()["http_options"]["port"]
+    serve_details = deploy.details()
     app = load_spec(CONFIGS / app_file)
     tenant = tenant or app.tenant
     record = ops.deploy_app(app, tenant, wait_s=timeout_s, user=user)
@@ -171,7 +171,7 @@ def serve_and_query(user: str, timeout_s: float = 300.0, app_file: str = SERVE_A
     try:
         digits = load_digits()
         rows = (digits.data[-QUERY_ROWS:] / 16.0).tolist()  # scaled as configs/jobs/train-ddp.yaml trains
-        url = f"http://127.0.0.1:{port}{app.spec.route_prefix}"
+        url = deploy.url(app.spec.route_prefix, serve_details)
         sent = time.monotonic()
         answer = _post_json(url, {"inputs": rows})
         latency_ms = (time.monotonic() - sent) * 1000
