@@ -75,9 +75,10 @@ def deployed_config(name: str) -> dict[str, Any]:
     raise NotFoundError(f"no serving app {name!r} is deployed; `cuberay serve status` lists the apps")
 
 
-def app_status(name: str) -> dict[str, Any] | None:
-    """Serve's view of one app (status, deployments, replicas), None when absent."""
-    return (details().get("applications") or {}).get(name)
+def app_status(name: str, serve_details: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Serve's view of one app (status, deployments, replicas), None when absent; from ``serve_details`` when the
+    caller has just read them."""
+    return ((serve_details if serve_details is not None else details()).get("applications") or {}).get(name)
 
 
 def wait_running(name: str, timeout_s: float = 180.0, poll_s: float = 0.5) -> dict[str, Any]:

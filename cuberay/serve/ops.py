@@ -85,7 +85,7 @@ def status(name: str, tenant: str | None = None) -> dict[str, Any]:
     record = find(name, tenant)
     app = _app(record)
     serve_details = deploy.details()
-    serve_state = (serve_details.get("applications") or {}).get(app.serve_name) or {}
+    serve_state = deploy.app_status(app.serve_name, serve_details) or {}
     figures = deploy.stats(app.serve_name, STATUS_WINDOW_S) if serve_state.get("status") == "RUNNING" and \
         "vllm" not in app.spec.engines else {}
     return {"app": record.id, "state": record.state.value, "serve": serve_state.get("status", "NOT DEPLOYED"),
