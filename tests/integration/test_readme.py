@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.readme_commands import Command, readme_commands
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +60,9 @@ def _run(command: Command, env: dict[str, str], cwd: Path, env_file: Path) -> tu
     return proc.returncode, out, left
 
 
+# The whole README, every command after the other, takes about 8 minutes on 2 cores; a CI runner
+# a fifth slower went past the suite's 10-minute default.
+@pytest.mark.timeout(1500)
 def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
     work = tmp_path / "clone"
     work.mkdir()
