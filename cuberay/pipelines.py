@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cuberay.platform import client
+from cuberay.platform.api.records import PipelineStored
 
 
 def _spec(source: Any) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def _spec(source: Any) -> dict[str, Any]:
     return load_pipeline(Path(source) if isinstance(source, os.PathLike) else source).model_dump(mode="json")
 
 
-def submit(source: Any, tenant: str | None = None, *, run: bool = True, user: str | None = None) -> dict[str, Any]:
+def submit(source: Any, tenant: str | None = None, *, run: bool = True, user: str | None = None) -> PipelineStored:
     """Store a pipeline (a path, YAML text, a mapping or a Pipeline); without a schedule it also runs now.
 
     Returns ``{"tenant", "pipeline", "scheduled", "run"}`` (``run``: the new RunRecord or None).

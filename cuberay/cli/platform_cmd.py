@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import typer
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 from cuberay import kinds
@@ -19,6 +20,8 @@ from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.errors import JobFailedError, PlatformNotRunningError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
+
+API_URL_ENV = "CUBERAY_API_URL"  # where `cuberay env` puts the head's HTTP API
 
 if TYPE_CHECKING:
     from cuberay.platform.demo import DemoResult, Snapshot
@@ -44,6 +47,12 @@ def up(
         emit(facts, output)
         return
     print(f"Ray dashboard: {url}")
+    if facts.get("api_url"):
+        print(f"cuberay API:   {facts['api_url']}/api/v1 (JSON, the cluster token as a bearer token; "
+              f"{facts['api_url']}/api/v1/openapi.json lists every call)")
+    elif facts.get("api_error"):
+        err.print(f"[yellow]warning:[/] {escape(str(facts['api_error']))}; commands reach the platform over Ray "
+                  f"meanwhile (slower); `cuberay up` again tries another port", highlight=False)
     if facts.get("metrics_url"):
         print(f"Metrics:       {facts['metrics_url']} (Prometheus text, cuberay_* series; a Grafana "
               f"dashboard of them: configs/grafana/cuberay.json)")
@@ -68,7 +77,8 @@ def _where_things_go(platform: Optional[Path], *, local: bool) -> dict[str, obje
         "storage_from": f"spec.storage of {path}" if plat.spec.storage else f"cuberay's home: {where_home()}"}
     state = controller_head.read_state() if local else None
     if state:
-        facts.update({"metrics_url": state.get("metrics_url"), "head_cpus": state.get("cpus")})
+        facts.update({"metrics_url": state.get("metrics_url"), "head_cpus": state.get("cpus"),
+                      "api_url": state.get("api_url"), "api_error": state.get("api_error")})
     return facts
 
 
@@ -116,8 +126,8 @@ def _token_location() -> str:
 
 @app.command()
 def env(output: Format = output_option(help="table (shell lines for eval) | json | yaml (the variables)")) -> None:
-    """Print the shell lines that point Ray's own CLI (`ray job submit`, `ray status`) at the local head `cuberay
-    up` started: run `eval "$(cuberay env)"`."""
+    """Print the shell lines that point Ray's own CLI (`ray job submit`, `ray status`) and HTTP tools
+    (CUBERAY_API_URL) at the local head `cuberay up` started: run `eval "$(cuberay env)"`."""
     from cuberay.platform.control import head as controller_head
 
     state = controller_head.read_state()
@@ -125,6 +135,8 @@ def env(output: Format = output_option(help="table (shell lines for eval) | json
         raise PlatformNotRunningError("no local head from `cuberay up` is running; start one with `cuberay up` "
                                       "(for a cluster of your own, export RAY_ADDRESS=<its dashboard URL>)")
     variables = ray_job_env(state["dashboard_url"], local=True)
+    if state.get("api_url"):
+        variables[API_URL_ENV] = state["api_url"]  # for curl and other tools; the CLI reads the state itself
     if output != Format.table:
         emit(variables, output)
         return

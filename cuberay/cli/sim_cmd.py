@@ -9,16 +9,16 @@ import typer
 
 from cuberay.cli import app
 from cuberay.cli.output import Format, emit, error_console, output_option
+from cuberay.cli.sim_replays import Replay, run_all
 from cuberay.errors import SpecError
-from cuberay.platform.policy.fit import platform_topology, tenant_quotas
+from cuberay.platform.policy.fit import tenant_quotas
 from cuberay.platform.policy.scheduling import POLICIES, TenantQuota
 from cuberay.platform.sim.cluster import NodeSpec, uniform_cluster
 from cuberay.platform.sim.distance import DistanceCost
-from cuberay.platform.sim.engine import Report, simulate
+from cuberay.platform.sim.engine import Report
 from cuberay.platform.sim.inputs import (
     TraceFormat,
     load_trace,
-    platform_policy,
     seconds,
     unknown_tenants,
 )
@@ -137,8 +137,8 @@ def sim(
     _warn_unknown(jobs, quotas)
     err.print(f"{len(jobs):,} jobs from {trace}; {_nodes_text(nodes_)}", highlight=False)
     distance = DistanceCost().scaled(distance_cost) if distance_cost > 0 else None
-    reports = [_replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop, demand, layout, distance)
-               for name in names for layout in layouts]
+    reports = run_all([Replay(jobs, nodes_, quotas, name, plat, ckpt, restart, stop, demand, layout, distance)
+                       for name in names for layout in layouts])
     if plot is not None:
         from cuberay.platform.sim.plot import plot_reports
 
@@ -224,21 +224,6 @@ def _warn_unknown(jobs: Sequence[TraceJob], quotas: dict[str, TenantQuota] | Non
         listed = ", ".join(f"{t} ({n} jobs)" for t, n in sorted(missing.items(), key=lambda kv: -kv[1])[:5])
         error_console().print(f"[yellow]warning:[/] the platform has no tenant {listed}"
                               f"{' ...' if len(missing) > 5 else ''}; those jobs are rejected", highlight=False)
-
-
-def _replay(jobs: Sequence[TraceJob], cluster: Sequence[NodeSpec], quotas: dict[str, TenantQuota] | None,
-            name: str, plat: Platform | None, ckpt: float, restart: float, until: float | None,
-            demand: float | None = None, placement: str | None = None,
-            distance: DistanceCost | None = None) -> Report:
-    err = error_console()
-    label = name if placement is None else f"{name}, {placement}"
-    topology = platform_topology(plat) if plat is not None else None
-    with err.status(f"replaying {len(jobs):,} jobs under {label} ..."):
-        report = simulate(jobs, cluster, quotas, platform_policy(name, plat), checkpoint_interval_s=ckpt,
-                          restart_cost_s=restart, until=until, until_demand=demand, placement=placement,
-                          topology=topology, distance=distance)
-    err.print(f"{label}: {report.finished:,}/{report.jobs:,} finished in {report.wall_s:.1f} s", highlight=False)
-    return report
 
 
 def _emit(reports: Sequence[Report], output: Format, until: bool, near: bool = False) -> None:

@@ -27,6 +27,7 @@ from cuberay.platform.api import TENANT_ENV, TOKEN_ENV, USER_ENV, Caller, Contro
 from cuberay.platform.api.records import JobRecord, JobRef, LogChunk, QueueEntry, TenantUsage  # noqa: F401 (public API)
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.transport import Transport
+from cuberay.platform.transport.auto import AutoTransport
 from cuberay.platform.transport.ray_call import RayTransport, connect  # noqa: F401 (public API)
 from cuberay.platform.transport.ray_call import init_ray as _init_ray
 from cuberay.platform.transport.remote import Remote
@@ -34,8 +35,9 @@ from cuberay.platform.transport.remote import Remote
 # Who calls made in this thread (context) act for, and with which driver secret, when not the process's own.
 _ACTING: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuberay_acting_user", default=None)
 _TOKEN: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuberay_driver_token", default=None)
-# How calls reach the controller (tests and the console may put another transport in its place).
-_TRANSPORT: contextvars.ContextVar[Transport] = contextvars.ContextVar("cuberay_transport", default=RayTransport())
+# How calls reach the controller: the local head's API server or Ray (transport/auto.py); tests may put another
+# transport in its place.
+_TRANSPORT: contextvars.ContextVar[Transport] = contextvars.ContextVar("cuberay_transport", default=AutoTransport())
 # A killed controller is back (restarted by Ray, queue and ledger rebuilt) in about 10 s on a quiet head
 # (benchmarks/bench_reliability.py, phase "crash"); drivers wait this long for it before giving up.
 RESTART_WAIT_S = 120.0
@@ -153,6 +155,7 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
 
     plat = load_platform(find_platform_file(platform_file))
     spec = _platform_dict(plat)
+    head = None
     if address is None and not ray.is_initialized():
         head = controller_head.read_state()
         if head is None:
@@ -165,7 +168,30 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
         handle = _install(controller, spec)
     else:  # already up: apply the (possibly edited) platform file to it, without stopping any job
         api().reload(spec)
+    if head is not None:
+        _serve_api(controller, head)
     return str(api(timeout=60).dashboard_url())
+
+
+def _serve_api(controller: Any, head: dict[str, Any]) -> None:
+    """The local head's API server (cuberay/console/service.py), its URL recorded for the commands after.
+
+    Without it the platform still works (every call goes over Ray), so a server that cannot start is recorded
+    (``api_error``, which `cuberay up` prints as a warning), not raised.
+    """
+    from cuberay.console import service
+    from cuberay.platform.control import head as controller_head
+
+    token = controller_head.cluster_token()
+    if not token:
+        return  # no token authentication on this head: no API server that would admit anyone
+    port = head.get("api_port") or controller_head.free_port()
+    try:
+        url = service.start(controller.head_node_id(), port, token)
+    except PlatformNotRunningError as err:  # the next `cuberay up` tries another port
+        controller_head.update_state(api_port=None, api_url=None, api_error=str(err))
+        return
+    controller_head.update_state(api_port=port, api_url=url, api_error=None)
 
 
 def reload(platform_file: str | None = None) -> list[str]:

@@ -28,7 +28,7 @@ def dashboard_url() -> str:
     # A driver that joined before the dashboard published its address sees none; `ray job submit` users have
     # it in RAY_ADDRESS, and the controller always knows it.
     submit_address = os.environ.get("RAY_ADDRESS", "")
-    url = (ray._private.worker.get_dashboard_url()
+    url = ((ray._private.worker.get_dashboard_url() if ray.is_initialized() else None)
            or (submit_address if submit_address.startswith("http") else None) or client.api().dashboard_url())
     if not url:
         raise CuberayError("cannot find the Ray dashboard, where Serve's REST API lives; set RAY_ADDRESS to its "
@@ -111,4 +111,16 @@ def stats(name: str, window_s: float | None = None) -> dict[str, Any]:
     """Per-version figures from the app's ingress (one replica's view; the router runs one by default)."""
     from ray import serve
 
+    _join()
     return serve.get_app_handle(name).stats.remote(window_s).result(timeout_s=30)
+
+
+def _join() -> None:
+    """Join the platform's Ray cluster unless this process has (a CLI command reaches the controller over HTTP
+    and joins Ray only for what needs it, such as asking an app's ingress)."""
+    import ray
+
+    if not ray.is_initialized():
+        from cuberay.platform import client
+
+        client.connect()

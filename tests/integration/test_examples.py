@@ -94,6 +94,8 @@ def test_runnable_examples_succeed(example_platform, job_client) -> None:
         assert rec.start_time <= rec.checkpoint_time <= rec.end_time
 
     (ds,) = [r for r in records.values() if r.name == "digits-deepspeed-command"]
+    # The Ray dashboard's Jobs tab names the Ray Job by the job's name (its Name column reads job_name).
+    assert job_client.get_job_info(ds.submission_id).metadata["job_name"] == "digits-deepspeed-command"
     log = job_client.get_job_logs(ds.submission_id)
     seen = sorted((int(rank), int(world)) for rank, world, _ in DS_OK.findall(log))
     assert seen == [(0, 2), (1, 2)], log[-3000:]  # DeepSpeed's world is the gang's, read from the env

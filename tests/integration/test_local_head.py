@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -143,6 +144,29 @@ def ended(proc: psutil.Process) -> bool:
         return True
 
 
+def ray_jobs(local: LocalHead, head: dict) -> list[dict]:
+    """Every Ray Job the head's dashboard lists, drivers of plain `ray.init` connections included."""
+    token = (Path(local.env["HOME"]) / ".ray" / "auth_token").read_text().strip()
+    request = urllib.request.Request(f"{head['dashboard_url']}/api/jobs/", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def cli_reads_are_no_ray_drivers(local: LocalHead, head: dict) -> None:
+    """The CLI's reads go to the head's API server: they answer, and none of them is a Ray Job of its own in the
+    dashboard; the same read over Ray is one (so the count can tell)."""
+    assert head.get("api_url", "").startswith("http://127.0.0.1:"), head
+    before = len(ray_jobs(local, head))
+    for argv in (["queue"], ["tenants", "-o", "json"]):
+        result = local.cli(*argv)
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert len(ray_jobs(local, head)) == before, ray_jobs(local, head)
+    over_ray = subprocess.run([sys.executable, "-m", "cuberay", "queue"], env={**local.env, "CUBERAY_TRANSPORT": "ray"},
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    assert over_ray.returncode == 0, over_ray.stdout + over_ray.stderr
+    wait_for(lambda: len(ray_jobs(local, head)) == before + 1, 30, "the read over Ray to show as a Ray Job")
+
+
 @pytest.mark.timeout(480)
 def test_down_stops_running_and_admitted_jobs_drivers_and_every_process_of_the_head(local: LocalHead) -> None:
     """One head, two jobs: one RUNNING with a connected driver, one ADMITTED whose driver has not connected yet.
@@ -151,10 +175,12 @@ def test_down_stops_running_and_admitted_jobs_drivers_and_every_process_of_the_h
     of the head, and puts both jobs back in the queue.
     """
     head = local.up()
+    cli_reads_are_no_ray_drivers(local, head)
     job_id = local.submit(sleeper("sleeper"))
     wait_for(lambda: local.state(job_id) == "RUNNING", 180, f"{job_id} to run", poll_s=1.0)
-    found = drivers(job_id)
-    assert found and connected(found[0], head["address"]), "no Ray Job driver connected: nothing to test"
+    # RUNNING comes when the Ray Job is submitted; its supervisor starts the driver moments later.
+    found = wait_for(lambda: (d := drivers(job_id)) and connected(d[0], head["address"]) and d, 120,
+                     f"{job_id}'s Ray Job driver to connect", poll_s=0.5)
     assert local.leftovers(head, job_id)  # the check below sees the head's processes
 
     admitted_id = local.submit(sleeper("admitted"))

@@ -25,20 +25,21 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "control": (4, ("platform.control",)),
     "transport": (5, ("platform.transport",)),        # how the client reaches the controller
     "runtime": (5, ("runtime",)),                     # what runs users' code: processes, env, small jobs
-    "client": (6, ("platform.client",)),
+    "console": (6, ("console",)),                     # the HTTP API server on the head: a client of the controller
+    "client": (7, ("platform.client",)),
     # Workloads: what a job runs, and the small APIs a pipeline step's code calls.
-    "train": (7, ("train",)),
-    "tune": (7, ("tune",)),
-    "serve": (7, ("serve",)),
-    "outputs": (7, ("outputs",)),
-    "pipelines": (7, ("pipelines",)),
-    "examples": (8, ("examples",)),                   # programs written against the workloads' APIs
-    "driver": (9, ("platform.runner", "run", "kinds.*.driver")),  # `python -m cuberay.run <job-id>`, and the
+    "train": (8, ("train",)),
+    "tune": (8, ("tune",)),
+    "serve": (8, ("serve",)),
+    "outputs": (8, ("outputs",)),
+    "pipelines": (8, ("pipelines",)),
+    "examples": (9, ("examples",)),                   # programs written against the workloads' APIs
+    "driver": (10, ("platform.runner", "run", "kinds.*.driver")),  # `python -m cuberay.run <job-id>`, and the
     #                                                   run(job, ctx) of each kind, which the runner loads by name
-    "kuberay": (9, ("kuberay",)),                     # renders the workloads for Kubernetes; the CLI calls it
-    "demo": (9, ("platform.demo",)),
-    "cli": (10, ("cli",)),
-    "facade": (11, ("", "__main__")),                 # `import cuberay`, `python -m cuberay`
+    "kuberay": (10, ("kuberay",)),                     # renders the workloads for Kubernetes; the CLI calls it
+    "demo": (10, ("platform.demo",)),
+    "cli": (11, ("cli",)),
+    "facade": (12, ("", "__main__")),                 # `import cuberay`, `python -m cuberay`
 }
 # Names that stand for the package's __init__ alone, not for what lies under it.
 WHOLE = frozenset({"", "platform"})

@@ -66,7 +66,9 @@ def test_submit_status_queue_and_tenants_through_the_real_controller(controller:
     assert usage["vision"]["in_use"]["GPU"] == 2.0 and usage["nlp"]["running"] == 0
     # The driver the launcher started carries its attempt's secret and its submitter's name, and nothing else
     # holds that secret: the store keeps its hash.
-    env = controller.cluster.launched.jobs["cuberay-vision-train-1"]["env"]
+    launched = controller.cluster.launched.jobs["cuberay-vision-train-1"]
+    assert launched["metadata"]["job_name"] == "train"  # the Ray dashboard's Jobs tab shows it as the Name
+    env = launched["env"]
     assert env["CUBERAY_USER"] == "alice" and len(env["CUBERAY_DRIVER_TOKEN"]) > 30
     assert env["CUBERAY_DRIVER_TOKEN"] not in json.dumps(record.model_dump(mode="json"))
 

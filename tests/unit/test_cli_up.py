@@ -110,6 +110,9 @@ def test_cuberay_env_prints_what_rays_cli_needs_for_the_local_head(capsys: pytes
     assert capsys.readouterr().out.splitlines() == ["export RAY_AUTH_MODE=token", f"export RAY_ADDRESS={URL}"]
     assert main(["env", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"RAY_AUTH_MODE": "token", "RAY_ADDRESS": URL}
+    monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL, "api_url": "http://127.0.0.1:4242"})
+    assert main(["env"]) == 0  # and where its HTTP API answers, for curl and other tools
+    assert capsys.readouterr().out.splitlines()[-1] == "export CUBERAY_API_URL=http://127.0.0.1:4242"
 
 
 def test_readme_live_platform_names_the_same_environment() -> None:

@@ -107,3 +107,24 @@ def test_table_shows_plain_utilisation_and_utilisation_while_jobs_wait(capsys: p
     idle = simulate([TraceJob("a", 0, 100, gpus=2)], uniform_cluster(1, gpus_per_node=8))
     rows = {r["metric"]: r["cuberay"] for r in table_rows([idle])}
     assert rows["GPU utilisation"] == "25.0%" and rows["GPU utilisation while jobs wait"] == "0.0%"
+
+
+def test_replays_side_by_side_report_exactly_what_one_after_the_other_does() -> None:
+    import random
+
+    from cuberay.cli import sim_replays
+    from cuberay.platform.sim.cluster import uniform_cluster
+    from cuberay.platform.sim.trace import TraceJob
+
+    rng = random.Random(3)
+    jobs = [TraceJob(f"j{i:05d}", i * 20.0, float(rng.randint(60, 4000)), workers=rng.choice([1, 1, 2, 4]),
+                     tenant=rng.choice(["a", "b"])) for i in range(sim_replays.PARALLEL_FROM_JOBS)]
+    replays = [sim_replays.Replay(jobs, uniform_cluster(4, 8), None, policy, None, 1800.0, 60.0, None, None, None,
+                                  None) for policy in ("cuberay", "fifo")]
+    side_by_side = sim_replays.run_all(replays)  # 2 processes when the machine has 2 cores
+    alone = [sim_replays.run(r) for r in replays]
+    clock = ("wall_s", "decisions_per_s", "cycle_p50_s", "cycle_p99_s")  # timings: the rest is the decisions
+    assert [r.policy for r in side_by_side] == ["cuberay", "fifo"]
+    for a, b in zip(side_by_side, alone):
+        assert {k: v for k, v in a.to_dict().items() if k not in clock} == \
+               {k: v for k, v in b.to_dict().items() if k not in clock}

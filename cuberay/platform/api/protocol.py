@@ -18,6 +18,7 @@ from cuberay.platform.api.records import (
     JobContext,
     JobRecord,
     LogChunk,
+    PipelineStored,
     QueueEntry,
     RunRecord,
     ServeChangeRecord,
@@ -107,7 +108,7 @@ class ControllerAPI(Protocol):
 
     # ------------------------------------------------------------------ pipelines
     @declare(member(Over.TENANT, "tenant"), "Store a pipeline (and run it once).")
-    def pipeline_submit(self, spec: Mapping[str, Any], tenant: str | None = None, run: bool = True) -> dict[str, Any]:
+    def pipeline_submit(self, spec: Mapping[str, Any], tenant: str | None = None, run: bool = True) -> PipelineStored:
         ...
 
     @declare(member(Over.TENANT, "tenant"),

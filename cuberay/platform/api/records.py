@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic reads its field types on Python 3.11
 
 from cuberay.platform.policy.pipelines import RunState, StepState
 from cuberay.platform.policy.states import JobState
@@ -114,6 +115,16 @@ class RunRecord(BaseModel):
     start_time: float | None = Field(default=None, description="When its first step could start (epoch s).")
     end_time: float | None = Field(default=None, description="When it ended (epoch s).")
     message: str = Field(default="", description="Why it waits, or how it ended.")
+
+
+class PipelineStored(TypedDict):
+    """What storing a pipeline did (a mapping, so ``info["run"]`` reads as it always has)."""
+
+    tenant: str          # the tenant it was stored in
+    tenant_why: str      # why that tenant (the rule that chose it)
+    pipeline: str        # its name
+    scheduled: bool      # it has a schedule, which makes its runs from now on
+    run: RunRecord | None  # the run started now (no schedule, and a run asked for), else None
 
 
 class StepRecord(BaseModel):

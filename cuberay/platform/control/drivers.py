@@ -141,7 +141,8 @@ class Drivers:
             return
         await asyncio.to_thread(
             self.launcher.start, sid, driver_entrypoint(rec.id),
-            metadata={"cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
+            # job_name is what the Ray dashboard's Jobs tab shows in its Name column.
+            metadata={"job_name": rec.name, "cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
                       "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
             runtime_env=spec.get("runtime_env") or None,
             env={**(spec.get("env") or {}), **kinds.env(), TOKEN_ENV: token, USER_ENV: rec.user},

@@ -50,6 +50,7 @@ from cuberay.platform.control import sweep
 # The controller actor: a detached named actor on the head, found by this name in this namespace.
 CONTROLLER_NAME = "cuberay-controller"
 NAMESPACE = "cuberay"
+API_NAME = "cuberay-api"  # the API server beside it (cuberay/console/service.py)
 STATE_FILE = "local-head.json"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0  # `ray start --block` drains for up to 30 s on SIGTERM; the rest is killed
@@ -72,6 +73,34 @@ def recorded() -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) else None
+
+
+def update_state(**fields: Any) -> None:
+    """Add ``fields`` to the recorded head's state (the API server's URL, once it serves)."""
+    state = recorded()
+    if state is not None:
+        state.update(fields)
+        _write_state(state)
+
+
+def _write_state(state: dict[str, Any]) -> None:
+    """Replace the state file whole: a reader at the same moment sees the old state or the new, never half."""
+    home().mkdir(parents=True, exist_ok=True)
+    tmp = state_path().with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(state_path())
+
+
+def cluster_token() -> str | None:
+    """The token of Ray's token authentication as Ray finds it: RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH
+    names, else ~/.ray/auth_token; None if there is none."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"].strip()
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or TOKEN_FILE).expanduser()
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def read_state() -> dict[str, Any] | None:
@@ -192,8 +221,7 @@ def start(log_dir: Path, cpus: int | None = None) -> dict[str, Any]:
              "dashboard_url": f"http://127.0.0.1:{dashboard_port}", "log": str(log_file), "started": time.time(),
              "metrics_url": f"http://{ip}:{metrics_port}/metrics", "cpus": cpus or os.cpu_count(),
              "temp_dir": temp_dir, "head_id": head_id, "address_file": _address_file()}
-    home().mkdir(parents=True, exist_ok=True)
-    state_path().write_text(json.dumps(state, indent=2))
+    _write_state(state)
     _wait_listening(proc, ip, port, log_file)
     _publish_address(state["address"], state["address_file"])
     return state

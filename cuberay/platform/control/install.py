@@ -7,6 +7,7 @@ new controller picks them up where the old one left them.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Mapping
 
@@ -18,7 +19,7 @@ from cuberay.platform.api import Caller
 from cuberay.platform.control import reloading, small
 from cuberay.platform.control.cluster import RayCluster
 from cuberay.platform.control.controller import Controller
-from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
+from cuberay.platform.control.head import API_NAME, CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.logs import LOGS
 from cuberay.platform.control.snapshot import READS
 
@@ -71,7 +72,9 @@ def uninstall(timeout_s: float = 60.0) -> bool:
     if handle is None:
         return False
     ray.kill(handle, no_restart=True)
-    small.remove_runner()  # the small jobs' runner goes with its controller
+    small.remove_runner()  # the small jobs' runner goes with its controller, and so does the API server
+    with contextlib.suppress(ValueError):
+        ray.kill(ray.get_actor(API_NAME, namespace=NAMESPACE), no_restart=True)
     deadline = time.monotonic() + timeout_s
     while find() is not None:  # the name is freed once the GCS has marked the actor dead
         if time.monotonic() > deadline:

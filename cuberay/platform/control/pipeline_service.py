@@ -17,7 +17,7 @@ import logging
 from typing import Any, Callable, Mapping
 
 from cuberay.errors import NotFoundError, SpecError
-from cuberay.platform.api.records import RunRecord, StepRecord
+from cuberay.platform.api.records import PipelineStored, RunRecord, StepRecord
 from cuberay.platform.control.guard import Guard, Principal
 from cuberay.platform.control.pipeline_driver import PipelineDriver
 from cuberay.platform.control.store import Store
@@ -55,7 +55,7 @@ class PipelineService:
     # ------------------------------------------------------------------ the endpoints
 
     async def pipeline_submit(self, who: Principal, spec: Mapping[str, Any], tenant: str | None = None,
-                              run: bool = True) -> dict[str, Any]:
+                              run: bool = True) -> PipelineStored:
         """Store a pipeline; one without a schedule also gets a run now (unless ``run`` is False)."""
         async with self._lock:
             pipe, choice = self.driver.put(spec, who.user, tenant, who.preferred_tenant)
@@ -63,8 +63,8 @@ class PipelineService:
             made = None
             if run and pipe.spec.schedule is None:
                 made = await self.driver.request_run(owner, pipe.name, who.user)
-            return {"tenant": owner, "tenant_why": choice.why, "pipeline": pipe.name,
-                    "scheduled": pipe.spec.schedule is not None, "run": made}
+            return PipelineStored(tenant=owner, tenant_why=choice.why, pipeline=pipe.name,
+                                  scheduled=pipe.spec.schedule is not None, run=made)
 
     async def pipeline_run(self, who: Principal, name: str, tenant: str | None = None,
                            params: Mapping[str, Any] | None = None, supersede: bool = False) -> RunRecord:

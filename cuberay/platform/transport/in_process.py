@@ -2,16 +2,19 @@
 
 Built with a cluster of the caller's choosing (control/cluster.py), it needs no Ray: the unit tier runs the
 client and the CLI against it (``with client.using(InProcess(...))``), so their calls meet the real access rules,
-store and admission core. Every call still carries its caller and passes the controller's rules.
+store and admission core. Every call still carries its caller and passes the controller's rules, and crosses the
+JSON of the HTTP API on its way in and out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any, Mapping
 
-from cuberay.platform.api import Caller
+from cuberay.errors import CuberayError
+from cuberay.platform.api import Caller, wire
 
 
 class InProcess:
@@ -37,7 +40,15 @@ class InProcess:
 
     def send(self, method: str, caller: Caller, args: tuple[Any, ...], kwargs: Mapping[str, Any],
              timeout: float) -> Any:
-        return self._run(getattr(self.controller, method)(caller, *args, **kwargs), timeout)
+        # Through the JSON of the HTTP API both ways (cuberay/platform/api/wire.py), so every call the unit tier
+        # makes also checks that its arguments, answer and refusal survive that transport.
+        caller, args, kwargs = wire.decode_call(method, json.loads(json.dumps(wire.encode_call(caller, args, kwargs))))
+        try:
+            value = self._run(getattr(self.controller, method)(caller, *args, **kwargs), timeout)
+        except CuberayError as err:
+            status, body = wire.encode_error(err)
+            raise wire.decode_error(status, json.loads(json.dumps(body))) from None
+        return wire.decode_answer(method, json.loads(json.dumps(wire.encode_answer(method, value))))
 
     def tick(self, timeout: float = 30.0) -> None:
         """Run one admission tick now (and wait for it): what a test does instead of waiting for the timer."""
