@@ -46,11 +46,11 @@ def _cli(env: dict[str, str], *argv: str, check: bool = True) -> tuple[float, su
     return took, done
 
 
-def _job(root: Path, name: str, command: str, gpu: str = "0") -> str:
+def _job(root: Path, name: str, command: str, cpu: str = "250m") -> str:
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump({
         "apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": name, "tenant": "research"},
-        "spec": {"workers": 2, "resources": {"cpu": "250m", "memory": "128Mi", "gpu": gpu}, "command": command}}))
+        "spec": {"workers": 2, "resources": {"cpu": cpu, "memory": "128Mi"}, "command": command}}))
     return str(path)
 
 
@@ -71,10 +71,11 @@ def main() -> int:
         print(f"cuberay up: {up_s:.1f} s")
         _, done = _cli(env, "submit", _job(root, "holder", "sleep 600"), "-o", "json")
         job = yaml.safe_load(done.stdout)["id"]
-        # Waiting jobs to cancel, one per run and transport: each asks for a GPU the local head does not have.
+        # Waiting jobs to cancel, one per run and transport: with the holder running, each is over research's
+        # max of 2 CPUs (bundled platform file), so it waits for quota.
         waiting = []
         for i in range(2 * args.runs):
-            _, done = _cli(env, "submit", _job(root, f"waiter-{i}", "true", gpu="1"), "-o", "json")
+            _, done = _cli(env, "submit", _job(root, f"waiter-{i}", "true", cpu="1"), "-o", "json")
             waiting.append(yaml.safe_load(done.stdout)["id"])
         commands = {"status": ["status", job], "queue": ["queue"], "tenants": ["tenants"], "logs": ["logs", job],
                     "cancel": None, "--help": ["--help"]}

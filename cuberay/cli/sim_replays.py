@@ -61,7 +61,7 @@ def run_all(replays: Sequence[Replay]) -> list[Report]:
     """Every replay's report, in the order given; each one's end is printed as it comes."""
     err = error_console()
     jobs = len(replays[0].jobs) if replays else 0
-    workers = min(len(replays), os.cpu_count() or 1)
+    workers = min(len(replays), len(os.sched_getaffinity(0)))  # the cores this process may use
     if workers <= 1 or jobs < PARALLEL_FROM_JOBS:
         reports = []
         for replay in replays:
@@ -70,15 +70,18 @@ def run_all(replays: Sequence[Replay]) -> list[Report]:
             _done(replay, reports[-1])
         return reports
     labels = ", ".join(r.label for r in replays)
-    with err.status(f"replaying {jobs:,} jobs under {labels}, {workers} at a time ..."), \
-            concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run, replay): i for i, replay in enumerate(replays)}
-        reports: list[Report | None] = [None] * len(replays)
-        for future in concurrent.futures.as_completed(futures):
-            i = futures[future]
-            reports[i] = future.result()
-            _done(replays[i], reports[i])
-    return [r for r in reports if r is not None]
+    done: list[Report | None] = [None] * len(replays)
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        with err.status(f"replaying {jobs:,} jobs under {labels}, {workers} at a time ..."):
+            futures = {pool.submit(run, replay): i for i, replay in enumerate(replays)}
+            for future in concurrent.futures.as_completed(futures):
+                i = futures[future]
+                done[i] = future.result()
+                _done(replays[i], done[i])
+    finally:  # one that failed (or Ctrl-C) stops the rest instead of waiting for them
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [r for r in done if r is not None]
 
 
 def _done(replay: Replay, report: Report) -> None:

@@ -58,7 +58,10 @@ class SpecModel(BaseModel):
     """Base of every spec model: frozen, unknown keys refused, no type guessing."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, serialize_by_alias=True,
-                              validate_by_alias=True, validate_by_name=False)
+                              validate_by_alias=True, validate_by_name=False,
+                              # Validators are built on first use, not at import: a CLI command that never
+                              # reads a spec (status, queue) does not pay for every model's.
+                              defer_build=True)
 
 
 class Placement(str, Enum):
