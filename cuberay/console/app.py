@@ -16,6 +16,7 @@ CORS headers are ever served).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
@@ -100,8 +101,10 @@ async def _openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi())
 
 
+@functools.cache
 def openapi() -> dict[str, Any]:
-    """An OpenAPI 3.1 document of every call: its parameters, its answer's JSON Schema and who may make it."""
+    """An OpenAPI 3.1 document of every call: its parameters, its answer's JSON Schema and who may make it (built
+    once: the API does not change while the server runs)."""
     paths: dict[str, Any] = {}
     for name, endpoint in ENDPOINTS.items():
         params = {p.name: {"description": f"default {p.default!r}" if p.default is not p.empty else "required"}

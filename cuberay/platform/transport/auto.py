@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from cuberay.platform.api import Caller
 from cuberay.platform.control import head as controller_head
 from cuberay.platform.transport.http import ApiUnreachableError, HttpTransport
-from cuberay.platform.transport.ray_call import RayTransport
+from cuberay.platform.transport.ray_call import RayTransport, cluster_address
 
 TRANSPORT_ENV = "CUBERAY_TRANSPORT"
 
@@ -45,16 +45,8 @@ class AutoTransport:
         ray = sys.modules.get("ray")
         if ray is not None and getattr(ray, "is_initialized", lambda: False)():
             return None
-        head = controller_head.read_state()
-        url = (head or {}).get("api_url")
-        if not url or url in self._unreachable or not _names_head(head):
+        target, head = cluster_address()  # the cluster the Ray transport would join
+        url = head.get("api_url") if head is not None and target == head.get("address") else None
+        if not url or url in self._unreachable:
             return None
         return HttpTransport(url, controller_head.cluster_token())
-
-
-def _names_head(head: Any) -> bool:
-    """Whether this process's cluster is that head: RAY_ADDRESS unset, its dashboard URL, or its address."""
-    target = os.environ.get("RAY_ADDRESS") or ""
-    if target.startswith(("http://", "https://")):
-        return True  # a dashboard URL (ray job submit's): the Ray transport, too, joins the recorded head then
-    return not target or target == head.get("address")

@@ -42,13 +42,13 @@ class InProcess:
              timeout: float) -> Any:
         # Through the JSON of the HTTP API both ways (cuberay/platform/api/wire.py), so every call the unit tier
         # makes also checks that its arguments, answer and refusal survive that transport.
-        caller, args, kwargs = wire.decode_call(method, json.loads(json.dumps(wire.encode_call(caller, args, kwargs))))
+        caller, args, kwargs = wire.decode_call(method, _as_sent(wire.encode_call(caller, args, kwargs)))
         try:
             value = self._run(getattr(self.controller, method)(caller, *args, **kwargs), timeout)
         except CuberayError as err:
             status, body = wire.encode_error(err)
-            raise wire.decode_error(status, json.loads(json.dumps(body))) from None
-        return wire.decode_answer(method, json.loads(json.dumps(wire.encode_answer(method, value))))
+            raise wire.decode_error(status, _as_sent(body)) from None
+        return wire.decode_answer(method, _as_sent(wire.encode_answer(method, value)))
 
     def tick(self, timeout: float = 30.0) -> None:
         """Run one admission tick now (and wait for it): what a test does instead of waiting for the timer."""
@@ -65,3 +65,8 @@ class InProcess:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=30)
         self.controller.store.close()
+
+
+def _as_sent(data: Any) -> Any:
+    """``data`` as the other side of an HTTP call reads it: JSON text and back."""
+    return json.loads(json.dumps(data))

@@ -36,12 +36,7 @@ def init_ray(address: str | None, log_to_driver: bool) -> str:
         return ray.get_runtime_context().gcs_address
     from cuberay.platform.control import head as controller_head
 
-    target = address or os.environ.get("RAY_ADDRESS") or ""
-    if target.startswith(("http://", "https://")):
-        target = ""  # a dashboard URL (ray job submit's RAY_ADDRESS) is not a GCS address
-    head = controller_head.read_state()
-    if not target and head is not None:
-        target = head["address"]  # the head `cuberay up` started, not whichever Ray ran last here
+    target, head = cluster_address(address)
     if head is not None and target == head["address"]:
         controller_head.use_token_auth()
     target = target or "auto"
@@ -51,6 +46,20 @@ def init_ray(address: str | None, log_to_driver: bool) -> str:
     except Exception as err:  # noqa: BLE001 - every failure to join is one clear message, never a traceback
         raise ray_errors.init_error(err, target) from None
     return target
+
+
+def cluster_address(address: str | None = None) -> tuple[str, dict[str, Any] | None]:
+    """The GCS address this process means (``address``, else RAY_ADDRESS, else the head `cuberay up` started;
+    "" for none), and that recorded head if it runs. Every transport goes by it, so all agree on the cluster."""
+    from cuberay.platform.control import head as controller_head
+
+    target = address or os.environ.get("RAY_ADDRESS") or ""
+    if target.startswith(("http://", "https://")):
+        target = ""  # a dashboard URL (ray job submit's RAY_ADDRESS) is not a GCS address
+    head = controller_head.read_state()
+    if not target and head is not None:
+        target = head["address"]  # the head `cuberay up` started, not whichever Ray ran last here
+    return target, head
 
 
 class RayTransport:
