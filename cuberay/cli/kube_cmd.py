@@ -82,6 +82,13 @@ def render(
         error_console().print(f"wrote {len(written)} files to {out}: {', '.join(p.name for p in written)}. "
                               f"Next: `cuberay kube apply {out}` (cluster.yaml first).", highlight=False)
     _print(files, output, to_yaml)
+    if output == Format.table:
+        from cuberay.kuberay.render_cluster import CONSOLE_PORT
+
+        error_console().print(f"Each tenant's head serves cuberay's web console and HTTP API on port {CONSOLE_PORT} "
+                              f"(container port 'console', in its head Service too): `kubectl -n TENANT "
+                              f"port-forward svc/TENANT-head-svc {CONSOLE_PORT}`, then open "
+                              f"http://127.0.0.1:{CONSOLE_PORT}/.", highlight=False, soft_wrap=True)
 
 
 def _print(files: dict[str, Any], output: Format, to_yaml: Any) -> None:

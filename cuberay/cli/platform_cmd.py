@@ -17,7 +17,7 @@ from rich.text import Text
 from cuberay import kinds
 from cuberay.cli import app, views
 from cuberay.cli.output import Format, emit, error_console, output_option
-from cuberay.errors import JobFailedError, PlatformNotRunningError
+from cuberay.errors import JobFailedError, PlatformNotRunningError, SpecError
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 
@@ -35,19 +35,32 @@ def up(
     address: Optional[str] = typer.Option(
         None, "--address", metavar="ADDR",
         help="Install the controller on this running Ray cluster instead of starting a local one."),
+    console_port: Optional[int] = typer.Option(
+        None, "--console-port", metavar="PORT", min=1, max=65535,
+        help="With --address: serve the web console and HTTP API on this port of that cluster's head, on every "
+             "interface (a Kubernetes head pod's; `cuberay kube render` sets 8266). The local head always serves "
+             "them, on a free port of 127.0.0.1."),
     output: Format = output_option(),
 ) -> None:
     """Start a local Ray head with its dashboard and the cuberay controller; print the dashboard URL."""
+    if console_port and not address:
+        raise SpecError("--console-port is for a cluster named with --address; the local head serves its console "
+                        "on a free port of 127.0.0.1 (`cuberay console` prints it)", path="--console-port")
     where = f"the Ray cluster at {address}" if address else "a local Ray head"
     err = error_console()
     with err.status(f"starting the cuberay controller on {where} ..."):
-        url = client.up(str(platform) if platform else None, address)
+        url = client.up(str(platform) if platform else None, address, console_port)
     facts = {"dashboard_url": url, **_where_things_go(platform, local=address is None)}
     if output != Format.table:
         emit(facts, output)
         return
     print(f"Ray dashboard: {url}")
+    if address and console_port:
+        print(f"Console:       port {console_port} of the head, on every interface (from a laptop: `kubectl "
+              f"port-forward` it, then open http://127.0.0.1:{console_port}/)")
     if facts.get("api_url"):
+        print(f"Console:       {facts['api_url']}/ (sign in with the cluster token and your user name; "
+              f"`cuberay console` prints this again)")
         print(f"cuberay API:   {facts['api_url']}/api/v1 (JSON, the cluster token as a bearer token; "
               f"{facts['api_url']}/api/v1/openapi.json lists every call)")
     elif facts.get("api_error"):
@@ -142,6 +155,36 @@ def env(output: Format = output_option(help="table (shell lines for eval) | json
         return
     for key, value in variables.items():
         print(f"export {key}={shlex.quote(value)}")
+
+
+@app.command()
+def console(
+    open_it: bool = typer.Option(False, "--open", help="Open it in this machine's web browser too."),
+    output: Format = output_option(),
+) -> None:
+    """Print the web console's URL for the local head `cuberay up` started (and how to sign in)."""
+    from cuberay.platform.control import head as controller_head
+
+    state = controller_head.read_state()
+    if state is None:
+        raise PlatformNotRunningError("no local head from `cuberay up` is running, so no console either; start "
+                                      "one with `cuberay up`")
+    if not state.get("api_url"):
+        why = state.get("api_error") or "its API server did not start"
+        raise PlatformNotRunningError(f"the local head serves no console: {why}; run `cuberay up` again to start it")
+    url = f"{state['api_url']}/"
+    if output != Format.table:
+        emit({"console_url": url, "dashboard_url": state.get("dashboard_url")}, output)
+    else:
+        print(url)
+        error_console().print(f"Sign in with the cluster token ({_token_location()}) and the user name you act as.",
+                              highlight=False, soft_wrap=True)
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(url):
+            error_console().print("[yellow]warning:[/] no web browser found here: open the URL above yourself",
+                                  highlight=False)
 
 
 @app.command()

@@ -12,6 +12,12 @@ a page whose own name was made to resolve here is refused). The user a call acts
 ``CUBERAY_USER`` is for the CLI (docs/security.md). Calls are POSTs of ``application/json`` with the bearer header,
 which a page of another site cannot make a browser send without asking this server first (and it says no: no
 CORS headers are ever served).
+
+The console (``/``): pages in cuberay/console/static/, served from the package (nothing from the internet; a
+Content-Security-Policy of 'self' says so to the browser too), whose scripts call the same API with a session
+cookie instead of the bearer token (cuberay/console/sessions.py): the cookie is HttpOnly and SameSite=Strict,
+each call also carries the session's CSRF token in a header and, when the browser names one, an Origin of this
+server's, and the caller of every call is the session's user, whatever the body says.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from cuberay.console import login
+from cuberay.console.sessions import CSRF_HEADER, Sessions
 from cuberay.errors import CuberayError
 from cuberay.platform.api import ENDPOINTS, SIGNATURES, Caller, wire
 
@@ -37,26 +45,44 @@ def make_app(send: Send, token: str) -> web.Application:
     """The API as an aiohttp application: every call through ``send``, every request but /health with ``token``."""
     if not token:
         raise ValueError("the API server needs the cluster's token: without one it would admit any request")
-    app = web.Application(client_max_size=MAX_BODY, middlewares=[_guard(token)])
+    sessions = Sessions()
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_guard(token, sessions)])
     app.router.add_post(wire.CALL_PATH + "{method}", _call_handler(send))
     app.router.add_get(wire.PREFIX + "/health", _health)
     app.router.add_get(wire.PREFIX + "/openapi.json", _openapi)
+    login.add_routes(app, token, sessions)
     return app
 
 
-def _guard(token: str) -> Any:
+# Reached without a credential: the page itself (which then asks to sign in), its assets, sign-in, health.
+_OPEN = (wire.PREFIX + "/health", login.LOGIN_PATH, login.SESSION_PATH, login.LOGOUT_PATH)
+
+
+def _guard(token: str, sessions: Sessions) -> Any:
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) \
             -> web.StreamResponse:
         host = (request.host or "").rsplit(":", 1)[0].strip("[]")
         if host not in LOCAL_NAMES:  # a page's own name resolved to this machine (DNS rebinding): not ours
             return _refused(421, "WrongHost", f"this API answers only as 127.0.0.1 or localhost, not {host!r}")
-        if request.path != wire.PREFIX + "/health":
-            sent = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
-                return _refused(401, "NotAuthenticated",
-                                "this API needs the cluster's token: send `Authorization: Bearer <token>` (the "
-                                "token is in ~/.ray/auth_token on the machine that ran `cuberay up`)")
+        if request.method == "POST" and not login.same_origin(request):
+            return _refused(403, "CrossSite", f"a call from another site's page ({request.headers['Origin']!r}) "
+                                              f"is refused: open the console at http://{request.host}/")
+        if request.path in _OPEN or (request.method == "GET" and login.is_page(request.path)):
+            pass
+        elif request.headers.get("Authorization"):
+            if not hmac.compare_digest(request.headers["Authorization"].encode(), f"Bearer {token}".encode()):
+                return _not_signed_in()
+        else:
+            session = sessions.get(request.cookies.get(login.COOKIE))
+            if session is None:
+                return _not_signed_in()
+            # The cookie rides along with any request the browser makes; the header only with the console's own.
+            if not hmac.compare_digest(request.headers.get(CSRF_HEADER, "").encode(), session.csrf.encode()):
+                return _refused(403, "CrossSite", f"a call with the session cookie must carry the session's "
+                                                  f"{CSRF_HEADER} header (the console's pages send it): reload "
+                                                  f"the console")
+            request[login.USER_KEY] = session.user
         if request.method == "POST" and request.content_type != "application/json":
             return _refused(415, "WireError", f"a call's body is JSON: send Content-Type: application/json, not "
                                               f"{request.content_type!r}")
@@ -77,6 +103,8 @@ def _call_handler(send: Send) -> Callable[[web.Request], Awaitable[web.Response]
             except ValueError:
                 raise wire.WireError("a call's body is JSON: {\"caller\": {\"user\": NAME}, \"args\": [], "
                                      "\"kwargs\": {}}") from None
+            if request.get(login.USER_KEY) and isinstance(body, dict):  # a page acts as its session's user, only
+                body = {**body, "caller": {"user": request[login.USER_KEY]}}
             caller, args, kwargs = wire.decode_call(method, body)
             value = await send(method, caller, args, kwargs)
             return web.json_response(wire.encode_answer(method, value))
@@ -127,6 +155,12 @@ _CALL_SCHEMA = {"type": "object", "required": ["caller"], "additionalProperties"
     "caller": Caller.model_json_schema(), "args": {"type": "array"}, "kwargs": {"type": "object"}}}
 _ERROR_SCHEMA = {"type": "object", "properties": {"error": {"type": "object", "properties": {
     "type": {"type": "string"}, "message": {"type": "string"}, "exit_code": {"type": "integer"}}}}}
+
+
+def _not_signed_in() -> web.Response:
+    return _refused(401, "NotAuthenticated",
+                    "this API needs the cluster's token: send `Authorization: Bearer <token>`, or sign in to the "
+                    "console with it (the token is in ~/.ray/auth_token on the machine that ran `cuberay up`)")
 
 
 def _refused(status: int, kind: str, message: str) -> web.Response:

@@ -169,8 +169,13 @@ def worker_groups_env(shares: list[PoolShare]) -> str:
     return json.dumps(groups, sort_keys=True, separators=(",", ":"))
 
 
+# cuberay's web console and HTTP API on the head (cuberay/console/): a container port, so KubeRay's head Service
+# carries it too; reached with `kubectl port-forward`, which keeps the browser's origin 127.0.0.1 (the server
+# answers only as 127.0.0.1 or localhost) and needs no NetworkPolicy opening.
+CONSOLE_PORT = 8266
 _START = ("nohup sh -c 'for i in $(seq 1 60); do cuberay up --address 127.0.0.1:6379 --platform "
-          f"{L.CONFIG_DIR}/{L.PLATFORM_KEY} && exit 0; sleep 5; done' >/tmp/cuberay-up.log 2>&1 &")
+          f"{L.CONFIG_DIR}/{L.PLATFORM_KEY} --console-port {CONSOLE_PORT} && exit 0; sleep 5; done' "
+          ">/tmp/cuberay-up.log 2>&1 &")
 
 
 def head_group(opts: RenderOptions, labels: dict[str, str], volumes: list[dict[str, Any]],
@@ -186,6 +191,7 @@ def head_group(opts: RenderOptions, labels: dict[str, str], volumes: list[dict[s
         "volumeMounts": [{"name": "cuberay-config", "mountPath": L.CONFIG_DIR, "readOnly": True}, *mounts],
     }
     if start_controller:
+        container["ports"].append({"name": "console", "containerPort": CONSOLE_PORT})
         # After `ray start`: install the controller (a detached actor) once the GCS answers.
         container["lifecycle"] = {"postStart": {"exec": {"command": ["/bin/sh", "-c", _START]}}}
     return {
@@ -263,6 +269,10 @@ def _cluster_header(tenant: Any, shares: list[PoolShare], opts: RenderOptions) -
     lines = [f"The Ray cluster of tenant {tenant.name}. The head runs no work (num-cpus 0): it runs the GCS, the",
              "dashboard, the cuberay controller (started after `ray start`) and job drivers. One worker group per",
              "node pool; each worker pod is one pool node, the Ray node the simulator and the local platform see."]
+    lines += [f"cuberay's web console and HTTP API: port {CONSOLE_PORT} of the head and of its Service "
+              f"{tenant.name}-head-svc.",
+              f"Open it with `kubectl -n {tenant.name} port-forward svc/{tenant.name}-head-svc {CONSOLE_PORT}`, "
+              f"then http://127.0.0.1:{CONSOLE_PORT}/ (sign in with the cluster token)."]
     if opts.autoscaling:
         lines.append("Ray's autoscaler (v2) adds workers between minReplicas and maxReplicas as jobs need them.")
     for share in shares:

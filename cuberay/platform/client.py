@@ -142,9 +142,11 @@ def uninstall() -> bool:
     return controller.uninstall()
 
 
-def up(platform_file: str | None = None, address: str | None = None) -> str:
+def up(platform_file: str | None = None, address: str | None = None, console_port: int | None = None) -> str:
     """Start a local Ray head with dashboard + the controller (or install the controller on ``address``).
 
+    The local head gets the API server and console on a free port of 127.0.0.1; a cluster at ``address`` gets
+    them on ``console_port`` of its head, on every interface (a pod's port, for a Kubernetes Service), when given.
     Returns the dashboard URL.
     """
     import ray
@@ -170,6 +172,8 @@ def up(platform_file: str | None = None, address: str | None = None) -> str:
         api().reload(spec)
     if head is not None:
         _serve_api(controller, head)
+    elif console_port is not None:
+        _serve_api_on(controller, console_port)
     return str(api(timeout=60).dashboard_url())
 
 
@@ -192,6 +196,18 @@ def _serve_api(controller: Any, head: dict[str, Any]) -> None:
         controller_head.update_state(api_port=None, api_url=None, api_error=str(err))
         return
     controller_head.update_state(api_port=port, api_url=url, api_error=None)
+
+
+def _serve_api_on(controller: Any, port: int) -> None:
+    """The API server and console on ``port`` of the head of a cluster not started here (KubeRay's head pod)."""
+    from cuberay.console import service
+    from cuberay.platform.control import head as controller_head
+
+    token = controller_head.cluster_token()
+    if not token:
+        raise PlatformNotRunningError("the console needs the cluster's token (Ray's token authentication: "
+                                      "RAY_AUTH_TOKEN or ~/.ray/auth_token on the head), and this cluster has none")
+    service.start(controller.head_node_id(), port, token, host="0.0.0.0")
 
 
 def reload(platform_file: str | None = None) -> list[str]:

@@ -40,6 +40,8 @@ from typing import Iterator
 
 import pytest
 
+from tests.integration.browser import chromium  # noqa: F401 (a fixture: the console's browser tests share one)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GiB = 2**30
 HEAD = {"num_cpus": 4, "num_gpus": 0, "memory": 8 * GiB}

@@ -161,6 +161,10 @@ def cli_reads_are_no_ray_drivers(local: LocalHead, head: dict) -> None:
         result = local.cli(*argv)
         assert result.returncode == 0, result.stdout + result.stderr
     assert len(ray_jobs(local, head)) == before, ray_jobs(local, head)
+    console = local.cli("console")  # the console is served by the same server
+    assert console.returncode == 0 and console.stdout.strip() == head["api_url"] + "/", console.stdout + console.stderr
+    with urllib.request.urlopen(console.stdout.strip(), timeout=30) as page:
+        assert b"cuberay console" in page.read() and "script-src 'self'" in page.headers["Content-Security-Policy"]
     over_ray = subprocess.run([sys.executable, "-m", "cuberay", "queue"], env={**local.env, "CUBERAY_TRANSPORT": "ray"},
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
     assert over_ray.returncode == 0, over_ray.stdout + over_ray.stderr

@@ -32,6 +32,7 @@ from cuberay.platform.spec import load_spec
 from cuberay.serve import deploy, ops
 from cuberay.serve.config import traffic_of
 from cuberay.serve.torch_model import load_model
+from tests.integration.browser import serve_console
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -133,6 +134,19 @@ def test_split_90_10_over_2000_requests_mirror_never_changes_answers(served) -> 
                                  >= 190) and deploy.stats(served["serve_name"])["versions"]["v2"]["mirrored"] - before,
                         30, "mirrored requests to reach the shadow")
     assert 190 <= mirrored <= 210  # 10 % of 2,000, every copy arrived
+
+
+def test_the_consoles_services_page_shows_the_split_and_its_changes(served, ray_cluster, chromium) -> None:
+    app = served["record"].id
+    changes = client.api().serve_history(app)
+    with serve_console(ray_cluster, chromium) as console:
+        page = console.page("tester")
+        page.goto(console.url + "/#/services")
+        card = page.locator(f"section[data-app='{app}']")
+        for version, weight in changes[-1].weights.items():
+            card.locator(f"tr[data-version={version}] td.num", has_text=f"{weight:g} %").wait_for()
+        assert card.locator("table").nth(1).locator("tbody tr").count() == len(changes)
+        console.assert_clean()
 
 
 def test_replicas_run_on_the_nodes_admission_chose(served, ray_cluster) -> None:

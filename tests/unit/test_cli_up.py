@@ -27,8 +27,8 @@ URL = "http://127.0.0.1:8265"
 def fake_up(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, str | None]]:
     calls: list[tuple[str | None, str | None]] = []
 
-    def up(platform_file: str | None = None, address: str | None = None) -> str:
-        calls.append((platform_file, address))
+    def up(platform_file: str | None = None, address: str | None = None, console_port: int | None = None) -> str:
+        calls.append((platform_file, address) + ((console_port,) if console_port else ()))
         return URL
 
     monkeypatch.setattr(client, "up", up)
@@ -90,10 +90,11 @@ def test_up_names_the_local_heads_metrics_endpoint_and_cpus(fake_up: list, capsy
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from cuberay.platform.control import head
 
-    monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL, "cpus": 6,
+    monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL, "cpus": 6, "api_url": "http://127.0.0.1:4242",
                                                      "metrics_url": "http://10.0.0.5:40123/metrics"})
     assert main(["up"]) == 0
     out = capsys.readouterr().out
+    assert "Console:       http://127.0.0.1:4242/ (sign in with the cluster token" in out
     assert "Metrics:       http://10.0.0.5:40123/metrics (Prometheus text" in out and "configs/grafana" in out
     assert "Local head:    6 logical CPUs" in out
     assert head.head_cpus(PLATFORM) >= 6  # the bundled node pools' CPUs: demo-wait.yaml fits live as it validates
@@ -113,6 +114,31 @@ def test_cuberay_env_prints_what_rays_cli_needs_for_the_local_head(capsys: pytes
     monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL, "api_url": "http://127.0.0.1:4242"})
     assert main(["env"]) == 0  # and where its HTTP API answers, for curl and other tools
     assert capsys.readouterr().out.splitlines()[-1] == "export CUBERAY_API_URL=http://127.0.0.1:4242"
+
+
+def test_up_on_a_running_cluster_serves_the_console_on_the_port_asked_for(fake_up: list,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", "--address", "10.0.0.5:6379", "--console-port", "8266"]) == 0
+    assert fake_up[-1][1:] == ("10.0.0.5:6379", 8266)
+    assert "Console:       port 8266 of the head" in capsys.readouterr().out
+    assert main(["up", "--console-port", "8266"]) == 2  # the local head picks its own port on 127.0.0.1
+    assert "`cuberay console` prints it" in capsys.readouterr().err
+
+
+def test_cuberay_console_prints_the_consoles_url_or_why_there_is_none(capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuberay.platform.control import head
+
+    monkeypatch.setattr(head, "read_state", lambda: None)
+    assert main(["console"]) == 1 and "no local head from `cuberay up` is running" in capsys.readouterr().err
+    monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL, "api_error": "port 4242 is taken"})
+    assert main(["console"]) == 1 and "port 4242 is taken" in capsys.readouterr().err
+    monkeypatch.setattr(head, "read_state", lambda: {"dashboard_url": URL, "api_url": "http://127.0.0.1:4242"})
+    assert main(["console"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == "http://127.0.0.1:4242/\n" and "cluster token" in printed.err
+    assert main(["console", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"console_url": "http://127.0.0.1:4242/", "dashboard_url": URL}
 
 
 def test_readme_live_platform_names_the_same_environment() -> None:

@@ -113,7 +113,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
         self.drivers = Drivers(self.cluster.launcher(self.platform.spec.scheduler.max_drivers),
                                self.cluster.small_runs(self._tenant_storage, self._wake.set)
-                               if self.platform.spec.scheduler.small_jobs else None)
+                               if self.platform.spec.scheduler.small_jobs else None,
+                               console=lambda: self.cluster.kv_get(ids.CONSOLE_URL_KEY))
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0

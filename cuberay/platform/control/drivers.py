@@ -16,7 +16,7 @@ import asyncio
 import logging
 import shlex
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import ray
 
@@ -36,9 +36,11 @@ log = logging.getLogger("cuberay.controller")
 class Drivers:
     """Bookkeeping of the platform's job drivers (one instance, inside the controller actor)."""
 
-    def __init__(self, launcher: Launcher, small: SmallRuns | None = None) -> None:
+    def __init__(self, launcher: Launcher, small: SmallRuns | None = None,
+                 console: Callable[[], bytes | None] = lambda: None) -> None:
         self.launcher = launcher
         self.small = small                        # small jobs as Ray tasks (None: every job is a Ray Job)
+        self.console = console                    # the web console's address, if the head serves one
         self.by_sid: dict[str, str] = {}          # Ray submission id -> job id (launcher drivers we follow)
         self.preempted: set[str] = set()          # drivers stopped by a preemption: their STOPPED is expected
         self.awaiting: dict[str, float] = {}      # ADMITTED launcher job -> when it was admitted
@@ -139,11 +141,14 @@ class Drivers:
             self.by_sid[sid] = rec.id
             self.awaiting.pop(rec.id, None)
             return
+        # job_name is what the Ray dashboard's Jobs tab shows in its Name column; the console link leads back.
+        metadata = {"job_name": rec.name, "cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
+                    "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user}
+        console = await asyncio.to_thread(self.console)
+        if console:
+            metadata["cuberay.io/console"] = f"{console.decode()}/#/job/{rec.id}"
         await asyncio.to_thread(
-            self.launcher.start, sid, driver_entrypoint(rec.id),
-            # job_name is what the Ray dashboard's Jobs tab shows in its Name column.
-            metadata={"job_name": rec.name, "cuberay.io/tenant": rec.tenant, "cuberay.io/job": rec.id,
-                      "cuberay.io/kind": rec.kind, "cuberay.io/user": rec.user},
+            self.launcher.start, sid, driver_entrypoint(rec.id), metadata=metadata,
             runtime_env=spec.get("runtime_env") or None,
             env={**(spec.get("env") or {}), **kinds.env(), TOKEN_ENV: token, USER_ENV: rec.user},
             driver_resources=driver_resources(spec.get("env") or {}))

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Callable
 
 KV_NAMESPACE = "cuberay"
+# Where the head's API server says the console is (cuberay/console/service.py), for links from Ray's dashboard.
+CONSOLE_URL_KEY = b"console-url"
 
 Getter = Callable[[bytes], "bytes | None"]
 Putter = Callable[[bytes, bytes], None]

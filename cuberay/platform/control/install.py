@@ -20,6 +20,7 @@ from cuberay.platform.control import reloading, small
 from cuberay.platform.control.cluster import RayCluster
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import API_NAME, CONTROLLER_NAME, NAMESPACE
+from cuberay.platform.control.ids import CONSOLE_URL_KEY
 from cuberay.platform.control.logs import LOGS
 from cuberay.platform.control.snapshot import READS
 
@@ -75,6 +76,7 @@ def uninstall(timeout_s: float = 60.0) -> bool:
     small.remove_runner()  # the small jobs' runner goes with its controller, and so does the API server
     with contextlib.suppress(ValueError):
         ray.kill(ray.get_actor(API_NAME, namespace=NAMESPACE), no_restart=True)
+    RayCluster().kv_del(CONSOLE_URL_KEY)  # no console now: jobs started later link to none
     deadline = time.monotonic() + timeout_s
     while find() is not None:  # the name is freed once the GCS has marked the actor dead
         if time.monotonic() > deadline:

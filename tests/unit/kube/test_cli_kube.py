@@ -28,14 +28,19 @@ def test_render_writes_a_file_per_tenant_that_validates(tmp_path: Path, capsys: 
 
 def test_render_prints_the_objects_or_the_manifests(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kube", "render", "--platform", EXAMPLE, "--scheduler", "none"]) == 0
-    table = capsys.readouterr().out
-    assert "vision.yaml" in table and "RayCluster" in table
+    printed = capsys.readouterr()
+    assert "vision.yaml" in printed.out and "RayCluster" in printed.out
+    assert "web console and HTTP API on port 8266" in printed.err and "port-forward svc/TENANT-head-svc" in printed.err
     assert main(["kube", "render", "--platform", EXAMPLE, "--scheduler", "none", "--image", "reg/cuberay:1",
                  "-o", "yaml"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs] == ["Namespace", "ConfigMap", "NetworkPolicy", "Role", "RoleBinding",
                                          "RayCluster"] * 3
-    assert docs[5]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "reg/cuberay:1"
+    head = docs[5]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert head["image"] == "reg/cuberay:1"
+    # The console: a named container port (KubeRay's head Service carries every one) that `cuberay up` serves.
+    assert {"name": "console", "containerPort": 8266} in head["ports"]
+    assert "--console-port 8266" in head["lifecycle"]["postStart"]["exec"]["command"][-1]
 
 
 def test_render_refuses_a_tenant_name_kuberay_rejects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
