@@ -39,9 +39,9 @@ NEEDS_CONTROLLER = {
     "pipeline status": ["pipeline", "status", "fan-out"],
     "pipeline cancel": ["pipeline", "cancel", "fan-out"],
 }
-# Commands that work without a controller (env reads the local head's record), or start one (up, demo), or stop
+# Commands that work without a controller (env and console read the local head's record), or start one (up, demo), or stop
 # it whatever it is (down).
-OFFLINE = {"sim", "up", "down", "env", "demo", "spec validate", "spec schema", "history export", "kube render",
+OFFLINE = {"sim", "up", "down", "env", "console", "demo", "spec validate", "spec schema", "history export", "kube render",
            "kube quotas", "kube render-job", "kube validate", "kube apply", "kube status", "kube delete",
            "node start", "pipeline graph"}
 
