@@ -12,13 +12,13 @@ import asyncio
 from typing import Any
 
 import ray
-from ray.experimental import internal_kv
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuberay.errors import PlatformNotRunningError
 from cuberay.platform.api import Caller
+from cuberay.platform.control.cluster import RayCluster
 from cuberay.platform.control.head import API_NAME, CONTROLLER_NAME, NAMESPACE
-from cuberay.platform.control.ids import CONSOLE_URL_KEY, KV_NAMESPACE
+from cuberay.platform.control.ids import CONSOLE_URL_KEY
 from cuberay.platform.transport import ray_errors
 
 CALL_TIMEOUT_S = 600.0  # the server's own limit on one call; a client gives up sooner, at its own timeout
@@ -41,8 +41,7 @@ class ApiServer:
         # Links to a job's page (the Ray Jobs' metadata) name the address a browser uses: on every interface,
         # that is a port forwarded to this machine's 127.0.0.1.
         link = f"http://127.0.0.1:{port}" if host == "0.0.0.0" else self._url
-        await asyncio.to_thread(internal_kv._internal_kv_put, CONSOLE_URL_KEY, link.encode(), overwrite=True,
-                                namespace=KV_NAMESPACE)
+        await asyncio.to_thread(RayCluster().kv_put, CONSOLE_URL_KEY, link.encode())
 
     def url(self) -> str:
         return self._url
