@@ -108,9 +108,9 @@ function control(label, name, options) {
   return h("label", {}, label, input);
 }
 
-function pager(total) {
+function pager(total, offset) {
   const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
-  const page = Math.min(S.filters.page || 0, pages - 1);
+  const page = Math.min(Math.floor(offset / PAGE_SIZE), pages - 1);
   const go = (p) => () => { S.filters.page = p; refresh(true); };
   return { page, view: h("div", { class: "pager" },
     h("button", { disabled: page === 0, on: { click: go(page - 1) } }, "‹ previous"),
@@ -168,25 +168,32 @@ function quotaBar(resource, t) {
       `borrowed ${f(b)} · idle guarantee ${f(idle)} (lent when others need it)`)];
 }
 
+// One page of a paged call (queue_page, job_page): the page the filters ask for, or the last one there is.
+async function paged(method, kwargs) {
+  const ask = (page) => call(method, { ...kwargs, offset: page * PAGE_SIZE, limit: PAGE_SIZE });
+  let data = await ask(S.filters.page || 0);
+  if (data.total && data.offset >= data.total) data = await ask(Math.ceil(data.total / PAGE_SIZE) - 1);
+  return data;
+}
+
 async function queue() {
-  const [entries, tenants, mine] = await Promise.all([call("queue", { tenant: S.filters.tenant || null }), call("tenants"),
-    call("list_jobs", { states: ACTIVE })]);
-  const users = Object.fromEntries(mine.map((r) => [r.id, r.user]));
-  const ids = new Set(entries.map((e) => e.job_id));
-  const rows = entries.filter((e) => !S.filters.user || users[e.job_id] === S.filters.user)
-    .filter((e) => !S.filters.state || (S.filters.state === "waiting") === (e.position !== null));
-  const { page, view } = pager(rows.length);
-  const body = rows.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE).map((e) => h("tr", { "data-job": e.job_id },
+  const f = S.filters;
+  const [data, tenants] = await Promise.all([
+    paged("queue_page", { tenant: f.tenant || null, user: f.user || null, state: f.state || null }), call("tenants")]);
+  const users = data.users, ids = new Set(data.entries.map((e) => e.job_id));
+  const { view } = pager(data.total, data.offset);
+  const body = data.entries.map((e) => h("tr", { "data-job": e.job_id },
     h("td", { class: "num" }, e.position === null ? "–" : e.position),
     h("td", {}, e.job_id in users ? jobLink(e.job_id) : e.job_id), h("td", {}, e.tenant), h("td", {}, users[e.job_id] || "–"),
     h("td", {}, e.kind), h("td", {}, state(e.state)), h("td", { class: "num" }, num(e.gpus)), h("td", { class: "num" }, e.workers),
     h("td", { class: "num" }, ago(e.age_s)), h("td", { class: "reason" }, linkify(e.reason, ids, users, new Set(tenants.map((t) => t.name))))));
+  const filtered = f.tenant || f.user || f.state;
   return [
     h("h1", {}, "Queue"),
     h("div", { class: "controls" }, control("tenant", "tenant", tenants.map((t) => t.name)),
-      control("user (your tenants' jobs)", "user", [...new Set(Object.values(users))].sort()),
-      control("state", "state", ["waiting", "running"])),
-    rows.length ? [table(["#", "job", "tenant", "user", "kind", "state", "GPUs", "workers", "age", "why"], body), view]
+      control("user (your tenants' jobs)", "user"), control("state", "state", ["waiting", "running"])),
+    data.total ? [table(["#", "job", "tenant", "user", "kind", "state", "GPUs", "workers", "age", "why"], body), view]
+      : filtered ? empty("No running or waiting job matches these filters.")
       : empty("Nothing is running or waiting. Submit a job: ", h("code", {}, "cuberay submit configs/jobs/task.yaml")),
   ];
 }
@@ -204,23 +211,22 @@ function linkify(text, ids, readable, tenants) {
 }
 
 async function jobs() {
-  const f = S.filters, since = f.since ? Date.now() / 1000 - Number(f.since) * 3600 : 0;
-  const records = await call("list_jobs", { tenant: f.tenant || null, states: f.state ? [f.state] : null, limit: 5000 });
-  const rows = records.filter((r) => (!f.user || r.user === f.user) && (!f.kind || r.kind === f.kind) &&
-    (!f.name || r.id.includes(f.name) || r.name.includes(f.name)) && r.submit_time >= since);
-  const { page, view } = pager(rows.length);
-  const body = rows.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE).map((r) => h("tr", {},
+  const f = S.filters, since = f.since ? Date.now() / 1000 - Number(f.since) * 3600 : null;
+  const [data, tenants] = await Promise.all([paged("job_page", { tenant: f.tenant || null, user: f.user || null,
+    kinds: f.kind ? [f.kind] : null, states: f.state ? [f.state] : null, name: f.name || null, since }), call("tenants")]);
+  const { view } = pager(data.total, data.offset);
+  const body = data.records.map((r) => h("tr", {},
     h("td", {}, jobLink(r.id)), h("td", {}, r.tenant), h("td", {}, r.user), h("td", {}, r.kind), h("td", {}, state(r.state)),
     h("td", {}, when(r.submit_time)), h("td", {}, when(r.end_time)), h("td", { class: "reason" }, r.message || r.reason || "")));
-  const tenants = [...new Set(records.map((r) => r.tenant))].sort();
+  const filtered = f.tenant || f.user || f.kind || f.state || f.name || f.since;
   return [
     h("h1", {}, "Jobs"),
-    h("div", { class: "controls" }, control("name or id", "name"), control("tenant", "tenant", tenants),
-      control("user", "user", [...new Set(records.map((r) => r.user))].sort()), control("kind", "kind", Object.keys(S.kinds)),
+    h("div", { class: "controls" }, control("name or id", "name"), control("tenant", "tenant", tenants.map((t) => t.name)),
+      control("user", "user"), control("kind", "kind", Object.keys(S.kinds)),
       control("state", "state", ["QUEUED", "PREEMPTED", "ADMITTED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]),
       control("submitted in the last", "since", ["1", "6", "24", "168"])),
-    rows.length ? [table(["job", "tenant", "user", "kind", "state", "submitted", "ended", "outcome"], body), view]
-      : empty(records.length ? "No job matches these filters." : "No jobs yet: ", records.length ? "" : h("code", {}, "cuberay submit configs/jobs/task.yaml")),
+    data.total ? [table(["job", "tenant", "user", "kind", "state", "submitted", "ended", "outcome"], body), view]
+      : empty(filtered ? "No job matches these filters." : "No jobs yet: ", filtered ? "" : h("code", {}, "cuberay submit configs/jobs/task.yaml")),
   ];
 }
 
@@ -281,8 +287,9 @@ async function logTail(rec) {
 }
 
 async function nodesView() {
-  const [nodes, running, entries] = await Promise.all([call("nodes"), call("running"), call("queue")]);
-  const byJob = Object.fromEntries(entries.map((e) => [e.job_id, e]));
+  const [nodes, running, active] = await Promise.all([call("nodes"), call("running"),
+    call("queue_page", { state: "running", limit: 1000 })]);
+  const byJob = Object.fromEntries(active.entries.map((e) => [e.job_id, e]));
   const held = {};  // node id -> [{job, gpus}]
   for (const [jobId, nodeIds] of Object.entries(running)) {
     const e = byJob[jobId], per = e && e.workers ? e.gpus / e.workers : 0;
@@ -352,7 +359,7 @@ function dag(spec, steps) {
 
 async function services() {
   const serviceKinds = Object.keys(S.kinds).filter((k) => S.kinds[k].service);
-  const apps = (await call("list_jobs", {})).filter((r) => serviceKinds.includes(r.kind));
+  const apps = serviceKinds.length ? (await call("job_page", { kinds: serviceKinds, limit: 100 })).records : [];
   if (!apps.length) return [h("h1", {}, "Services"), empty("No services yet: ", h("code", {}, "cuberay serve deploy configs/jobs/serve.yaml"))];
   const histories = await Promise.all(apps.map((a) => call("serve_history", { app: a.id, limit: 20 })));
   return [h("h1", {}, "Services"), h("div", { id: "outcome" }), apps.map((a, i) => {

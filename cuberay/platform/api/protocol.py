@@ -16,10 +16,12 @@ from cuberay.platform.api.records import (
     AllocationInfo,
     EventRecord,
     JobContext,
+    JobPage,
     JobRecord,
     LogChunk,
     PipelineStored,
     QueueEntry,
+    QueuePage,
     RunRecord,
     ServeChangeRecord,
     StepRecord,
@@ -58,10 +60,19 @@ class ControllerAPI(Protocol):
     def list_jobs(self, tenant: str | None = None, states: list[str] | None = None,
                   limit: int | None = None) -> list[JobRecord]: ...
 
+    @declare(anyone(), "One page of the jobs the caller may read, filtered, newest first.", reads=True)
+    def job_page(self, tenant: str | None = None, user: str | None = None, kinds: list[str] | None = None,
+                 states: list[str] | None = None, name: str | None = None, since: float | None = None,
+                 offset: int = 0, limit: int = 50) -> JobPage: ...
+
     # ------------------------------------------------------------------ the shared views
     # Every tenant's names, sizes and reasons, as a shared queue shows them.
     @declare(anyone(), "Running and waiting jobs, positions and reasons.", reads=True)
     def queue(self, tenant: str | None = None) -> list[QueueEntry]: ...
+
+    @declare(anyone(), "One page of the queue, filtered by tenant, user (of readable jobs) and state.", reads=True)
+    def queue_page(self, tenant: str | None = None, user: str | None = None, state: str | None = None,
+                   offset: int = 0, limit: int = 50) -> QueuePage: ...
 
     @declare(anyone(), "Quota, use and borrowing per tenant.", reads=True)
     def tenants(self) -> list[TenantUsage]: ...

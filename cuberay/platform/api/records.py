@@ -174,6 +174,30 @@ class QueueEntry:
 
 
 @dataclass(frozen=True)
+class QueuePage:
+    """One page of the queue (running jobs first, then waiting ones in admission order), as the console shows it.
+
+    ``users`` names the submitter of each listed job the caller may read (the shared queue shows every tenant's
+    names, sizes and reasons, never who submitted another tenant's job).
+    """
+
+    total: int                        # entries matching the filters, of which ``entries`` is one page
+    offset: int                       # index of entries[0] among them
+    entries: list[QueueEntry]
+    users: dict[str, str]             # job id -> user, for the listed jobs the caller may read
+    ticks: int                        # the admission tick the page was read from
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of the jobs the caller may read, newest first, and how many match in all."""
+
+    total: int                        # jobs matching the filters
+    offset: int                       # index of records[0] among them (newest first)
+    records: list[JobRecord]
+
+
+@dataclass(frozen=True)
 class TenantUsage:
     """One line of ``cuberay tenants``: quota and what is in use (resource name -> amount)."""
 

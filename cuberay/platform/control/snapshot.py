@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from cuberay.platform.api.records import JobRecord, QueueEntry, TenantUsage
 from cuberay.platform.control.convert import short
@@ -82,6 +82,46 @@ class Snapshot:
             if rec is not None and rec.state.is_waiting and (not tenant or job.tenant == tenant):
                 out.append(_entry(rec, job, None, self.waits.get(job.id) or NOT_ORDERED, now))
         return out
+
+    def queue_page(self, records_of: Callable[[list[str]], Mapping[str, JobRecord]], tenant: str | None,
+                   state: str | None, only: set[str] | None, offset: int, limit: int,
+                   now: float | None = None) -> tuple[int, list[QueueEntry]]:
+        """(how many entries match, one page of them), in :meth:`queue_entries`'s order.
+
+        Unlike :meth:`queue_entries` it walks the snapshot, not the store, and reads only the page's records
+        (``records_of``), so a page costs the same at any backlog. ``state`` is "running", "waiting" or None;
+        ``only``, if given, the job ids that may be listed. A job the order still holds but the store has
+        since ended drops out of its page, so a page may be a row or two short until the next ordering.
+        """
+        now = time.time() if now is None else now
+        rows = self._page_rows(tenant, state, only)
+        page = rows[offset:offset + limit]
+        records = records_of([job.id for job, _, _ in page])
+        entries = []
+        for job, position, run in page:
+            rec = records.get(job.id)
+            if rec is None or rec.state.is_terminal or (run is None and not rec.state.is_waiting):
+                continue
+            if run is not None:
+                entries.append(_entry(rec, run.job, None, _where(run, rec), now))
+            else:
+                reason = self._reason(rec) if position is not None else self.waits.get(job.id) or NOT_ORDERED
+                entries.append(_entry(rec, job, position, reason, now))
+        return len(rows), entries
+
+    def _page_rows(self, tenant: str | None, state: str | None,
+                   only: set[str] | None) -> list[tuple[JobRequest, int | None, RunningJob | None]]:
+        def kept(job: JobRequest) -> bool:
+            return (not tenant or job.tenant == tenant) and (only is None or job.id in only)
+
+        rows: list[tuple[JobRequest, int | None, RunningJob | None]] = []
+        if state in (None, "running"):
+            rows.extend((run.job, None, run) for run in self.running if kept(run.job))
+        if state in (None, "waiting"):
+            held = self.allocations  # admitted since the order was computed: listed as running, not here
+            rows.extend((job, i, None) for i, job in enumerate(self.order, 1) if job.id not in held and kept(job))
+            rows.extend((job, None, None) for job in self.unordered if job.id not in held and kept(job))
+        return rows
 
     def _reason(self, rec: JobRecord) -> str:
         return self.waits.get(rec.id) or (rec.reason if rec.reason else "waiting for the next admission cycle")

@@ -29,6 +29,7 @@ from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform.api.records import EventRecord, JobRecord, ServeChangeRecord
 from cuberay.platform.control import schema
 from cuberay.platform.control.schema import SCHEMA_VERSION, SchemaVersionError  # noqa: F401 (public API)
+from cuberay.platform.control.store_pages import JobPages
 from cuberay.platform.control.tables import (
     Base,
     EventRow,
@@ -107,7 +108,7 @@ def _make_engine(url: str) -> Engine:
     return engine
 
 
-class Store:
+class Store(JobPages):
     """The controller's database. One instance per process; each call is one transaction."""
 
     def __init__(self, url: str) -> None:

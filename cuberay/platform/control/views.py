@@ -19,13 +19,22 @@ import os
 import time
 from typing import Any
 
-from cuberay.errors import AdmissionError
-from cuberay.platform.api.records import EventRecord, JobRecord, LogChunk, QueueEntry, TenantUsage
+from cuberay.errors import AdmissionError, SpecError
+from cuberay.platform.api.records import (
+    EventRecord,
+    JobPage,
+    JobRecord,
+    LogChunk,
+    QueueEntry,
+    QueuePage,
+    TenantUsage,
+)
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import logs as job_logs
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.snapshot import Snapshot
+from cuberay.platform.control.store_pages import JobFilter, check_page
 from cuberay.platform.policy.states import JobState
 
 ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
@@ -52,6 +61,16 @@ class Views:
         return [self._live(r, snapshot) for r in self.store.list_jobs(tenant, states, limit, _visible(self, who))]
 
     @endpoint
+    async def job_page(self, who: Principal, tenant: str | None = None, user: str | None = None,
+                       kinds: list[str] | None = None, states: list[str] | None = None, name: str | None = None,
+                       since: float | None = None, offset: int = 0, limit: int = 50) -> JobPage:
+        wanted = JobFilter(tenant, user, tuple(kinds) if kinds else None, tuple(states) if states else None,
+                           name, since)
+        total, records = self.store.job_page(wanted, offset, limit, _visible(self, who))
+        snapshot = self.snapshot
+        return JobPage(total=total, offset=offset, records=[self._live(r, snapshot) for r in records])
+
+    @endpoint
     async def events(self, who: Principal, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:
         if job_id is not None:
             return self.store.events(who.target.id, limit)
@@ -72,6 +91,26 @@ class Views:
     async def queue(self, who: Principal, tenant: str | None = None) -> list[QueueEntry]:
         snapshot = self.snapshot
         return snapshot.queue_entries({r.id: r for r in self.store.list_jobs(tenant, ACTIVE)}, tenant)
+
+    @endpoint
+    async def queue_page(self, who: Principal, tenant: str | None = None, user: str | None = None,
+                         state: str | None = None, offset: int = 0, limit: int = 50) -> QueuePage:
+        """A page of the shared queue, read from the snapshot with only the page's records from the store."""
+        if state not in (None, "running", "waiting"):
+            raise SpecError(f"state {state!r} is not a queue state: use 'running', 'waiting' or leave it out")
+        check_page(offset, limit)
+        visible = _visible(self, who)
+        only = None if not user else self.store.unfinished_ids(user, visible)  # a user: within one's tenants
+        snapshot, read = self.snapshot, {}
+
+        def records_of(ids: list[str]) -> dict[str, JobRecord]:
+            read.update(self.store.jobs_by_id(ids))
+            return read
+
+        total, entries = snapshot.queue_page(records_of, tenant, state, only, offset, limit)
+        users = {e.job_id: read[e.job_id].user for e in entries
+                 if visible is None or e.tenant in visible[0] or read[e.job_id].user == visible[1]}
+        return QueuePage(total=total, offset=offset, entries=entries, users=users, ticks=snapshot.ticks)
 
     @endpoint
     async def tenants(self, who: Principal) -> list[TenantUsage]:

@@ -1,0 +1,102 @@
+"""One page of the jobs table, filtered in SQL: what the console's Jobs view reads at any backlog.
+
+A mixin of :class:`cuberay.platform.control.store.Store`. The count and the page are two queries in one
+transaction, so the page and its "n in all" agree; only the page's rows are turned into records, so a read
+costs one page of records however many jobs the table holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from sqlalchemy import func, select
+
+from cuberay.errors import SpecError
+from cuberay.platform.api.records import JobRecord
+from cuberay.platform.control.tables import JobRow
+from cuberay.platform.policy.states import JobState
+
+MAX_PAGE = 1000  # rows one call may ask for: a page is what a person reads, not an export (`list_jobs` is)
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """What a Jobs page asks for; every field left None matches everything."""
+
+    tenant: str | None = None
+    user: str | None = None
+    kinds: tuple[str, ...] | None = None
+    states: tuple[str, ...] | None = None
+    name: str | None = None              # a part of the job's name or id, in any case
+    since: float | None = None           # submitted at or after (epoch s)
+
+
+def check_page(offset: int, limit: int) -> None:
+    """Refuse a page outside what the tables serve, saying what was asked and what may be."""
+    if not isinstance(offset, int) or offset < 0:
+        raise SpecError(f"offset {offset!r} is not a row: give a whole number from 0 (the first row)")
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise SpecError(f"limit {limit!r} is not a page size: give 1 to {MAX_PAGE} rows per call, and page on "
+                        f"with offset (list_jobs returns every job at once)")
+
+
+class JobPages:
+    """Paged reads of the jobs table; the Store supplies ``_sessions``."""
+
+    _sessions: Any
+
+    def job_page(self, wanted: JobFilter, offset: int, limit: int,
+                 visible: tuple[set[str], str] | None = None) -> tuple[int, list[JobRecord]]:
+        """(how many jobs match, the ``limit`` of them from ``offset`` on, newest first)."""
+        check_page(offset, limit)
+        where = list(_conditions(wanted, visible))
+        count = select(func.count()).select_from(JobRow).where(*where)
+        page = (select(JobRow).where(*where).order_by(JobRow.submit_time.desc(), JobRow.id.desc())
+                .offset(offset).limit(limit))
+        with self._sessions() as session:
+            total = session.scalar(count) or 0
+            rows = list(session.scalars(page))
+        return total, [JobRecord.model_validate(r) for r in rows]
+
+    def jobs_by_id(self, ids: list[str]) -> dict[str, JobRecord]:
+        """The stored records of ``ids`` (those that exist), by id: one query for a page's rows."""
+        if not ids:
+            return {}
+        with self._sessions() as session:
+            rows = list(session.scalars(select(JobRow).where(JobRow.id.in_(ids))))
+        return {r.id: JobRecord.model_validate(r) for r in rows}
+
+    def unfinished_ids(self, user: str, visible: tuple[set[str], str] | None = None) -> set[str]:
+        """Ids of ``user``'s jobs not yet ended (among those ``visible``): a queue page's user filter."""
+        where = [*_conditions(JobFilter(user=user), visible),
+                 JobRow.state.in_([s.value for s in JobState if not s.is_terminal])]
+        with self._sessions() as session:
+            return set(session.scalars(select(JobRow.id).where(*where)))
+
+
+def _conditions(wanted: JobFilter, visible: tuple[set[str], str] | None) -> Iterable[Any]:
+    if visible is not None:
+        tenants, user = visible
+        yield JobRow.tenant.in_(sorted(tenants)) | (JobRow.user == user)
+    if wanted.tenant:
+        yield JobRow.tenant == wanted.tenant
+    if wanted.user:
+        yield JobRow.user == wanted.user
+    if wanted.kinds:
+        yield JobRow.kind.in_(list(wanted.kinds))
+    if wanted.states:
+        yield JobRow.state.in_([_state(s) for s in wanted.states])
+    if wanted.name:
+        # autoescape: a name's own % or _ is a character to find, not a wildcard
+        yield JobRow.name.icontains(wanted.name, autoescape=True) | JobRow.id.icontains(wanted.name, autoescape=True)
+    if wanted.since is not None:
+        yield JobRow.submit_time >= wanted.since
+
+
+def _state(name: str) -> str:
+    try:
+        return JobState(name).value
+    except ValueError:
+        raise SpecError(f"state {name!r} is not a job state: use one of "
+                        f"{', '.join(s.value for s in JobState)}") from None
