@@ -175,6 +175,8 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
         ("list_jobs", (None, None, None)), ("list_jobs", ("alpha", None, None)), ("events", (None, None)),
         ("queue", (None,)), ("queue", ("alpha",)), ("tenants", ()), ("running", ()), ("nodes", ()), ("ping", ()),
         ("dashboard_url", ()), ("pipeline_runs", (None, None)), ("tenant_choice", (None, None)),
+        ("job_page", ()), ("job_page", ("alpha",)), ("job_page", (None, ANN)),
+        ("queue_page", ()), ("queue_page", ("alpha",)), ("queue_page", (None, ANN)),
     ]
     assert {m for m, _, _ in calls} | {m for m, _ in reads} == set(ENDPOINTS), "a method is left out"
     before = _denied_count()
@@ -191,7 +193,8 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
     assert not allowed, f"hostile calls that were let through: {allowed}"
     assert _denied_count() - before == len(calls), "every refusal is a denied event"
 
-    shared = {"queue", "running", "tenants", "nodes"}  # a shared queue shows ids, names, sizes and reasons
+    # A shared queue shows ids, names, sizes and reasons; never who submitted another tenant's job.
+    shared = {"queue", "queue_page", "running", "tenants", "nodes"}
     for method, args in reads:
         answer = _raw(method, ben, *args)
         text = _text(answer)
@@ -200,6 +203,9 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
             for job_id in (a["done"], a["running"], a["serve"], a["tune"], a["run"]):
                 assert job_id not in text, (method, args, job_id)
     assert [r.id for r in _raw("list_jobs", ben, None, None, None)] == [a["b_job"]]
+    assert [r.id for r in _raw("job_page", ben).records] == [a["b_job"]]
+    assert set(_raw("queue_page", ben).users) == {a["b_job"]}  # names only A's jobs, never A's users
+    assert _raw("queue_page", ben, None, ANN).total == 0       # a user filter sees within one's own tenants
 
     # A's job carries on untouched: still running, no report of B's in its record.
     with client.acting_as(ANN):
