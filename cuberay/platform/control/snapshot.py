@@ -69,18 +69,18 @@ class Snapshot:
         for run in self.running:
             rec = records.get(run.job.id)
             if rec is not None and (not tenant or run.job.tenant == tenant):
-                out.append(_entry(rec, run.job, None, _where(run, rec), now))
+                out.append(self._listed(rec, run.job, None, run, now))
         # Walk the tenant's own jobs, not the whole order: a filtered read costs what that tenant has queued.
         placed = sorted((self.positions[job_id], job_id) for job_id, rec in records.items()
                         if rec.state.is_waiting and job_id in self.positions)
         for position, job_id in placed:
             job, rec = self.order[position - 1], records[job_id]
             if not tenant or job.tenant == tenant:
-                out.append(_entry(rec, job, position, self._reason(rec), now))
+                out.append(self._listed(rec, job, position, None, now))
         for job in self.unordered:
             rec = records.get(job.id)
             if rec is not None and rec.state.is_waiting and (not tenant or job.tenant == tenant):
-                out.append(_entry(rec, job, None, self.waits.get(job.id) or NOT_ORDERED, now))
+                out.append(self._listed(rec, job, None, None, now))
         return out
 
     def queue_page(self, records_of: Callable[[list[str]], Mapping[str, JobRecord]], tenant: str | None,
@@ -102,11 +102,7 @@ class Snapshot:
             rec = records.get(job.id)
             if rec is None or rec.state.is_terminal or (run is None and not rec.state.is_waiting):
                 continue
-            if run is not None:
-                entries.append(_entry(rec, run.job, None, _where(run, rec), now))
-            else:
-                reason = self._reason(rec) if position is not None else self.waits.get(job.id) or NOT_ORDERED
-                entries.append(_entry(rec, job, position, reason, now))
+            entries.append(self._listed(rec, job, position, run, now))
         return len(rows), entries
 
     def _page_rows(self, tenant: str | None, state: str | None,
@@ -122,6 +118,15 @@ class Snapshot:
             rows.extend((job, i, None) for i, job in enumerate(self.order, 1) if job.id not in held and kept(job))
             rows.extend((job, None, None) for job in self.unordered if job.id not in held and kept(job))
         return rows
+
+    def _listed(self, rec: JobRecord, job: JobRequest, position: int | None, run: RunningJob | None,
+                now: float) -> QueueEntry:
+        """A queue line: a running job says where it runs, an ordered one why it waits, a newer one that it is."""
+        if run is not None:
+            return _entry(rec, run.job, None, _where(run, rec), now)
+        if position is not None:
+            return _entry(rec, job, position, self._reason(rec), now)
+        return _entry(rec, job, None, self.waits.get(job.id) or NOT_ORDERED, now)
 
     def _reason(self, rec: JobRecord) -> str:
         return self.waits.get(rec.id) or (rec.reason if rec.reason else "waiting for the next admission cycle")

@@ -29,7 +29,7 @@ from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform.api.records import EventRecord, JobRecord, ServeChangeRecord
 from cuberay.platform.control import schema
 from cuberay.platform.control.schema import SCHEMA_VERSION, SchemaVersionError  # noqa: F401 (public API)
-from cuberay.platform.control.store_pages import JobPages
+from cuberay.platform.control.store_pages import JobPages, readable
 from cuberay.platform.control.tables import (
     Base,
     EventRow,
@@ -275,8 +275,7 @@ class Store(JobPages):
         if tenant is not None:
             query = query.where(JobRow.tenant == tenant)
         if visible is not None:
-            tenants, user = visible
-            query = query.where(JobRow.tenant.in_(sorted(tenants)) | (JobRow.user == user))
+            query = query.where(readable(visible))
         if states is not None:
             query = query.where(JobRow.state.in_([JobState(s).value for s in states]))
         return [JobRecord.model_validate(r) for r in self._latest(query, JobRow.submit_time, JobRow.id, limit)]
@@ -309,8 +308,7 @@ class Store(JobPages):
         if job_id is not None:
             query = query.where(EventRow.job_id == job_id)
         if visible is not None:
-            tenants, user = visible
-            jobs = select(JobRow.id).where(JobRow.tenant.in_(sorted(tenants)) | (JobRow.user == user))
+            jobs = select(JobRow.id).where(readable(visible))
             query = query.where(EventRow.job_id.in_(jobs))
         return [EventRecord.model_validate(r) for r in self._latest(query, EventRow.time, EventRow.id, limit)]
 

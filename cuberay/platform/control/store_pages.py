@@ -75,10 +75,20 @@ class JobPages:
             return set(session.scalars(select(JobRow.id).where(*where)))
 
 
+def readable(visible: tuple[set[str], str]) -> Any:
+    """The SQL condition of what ``visible`` (tenants, user) may read: jobs of those tenants, or the user's own."""
+    tenants, user = visible
+    return JobRow.tenant.in_(sorted(tenants)) | (JobRow.user == user)
+
+
+def readable_by(visible: tuple[set[str], str] | None, rec: JobRecord) -> bool:
+    """:func:`readable` for one record already read (None: everything is readable)."""
+    return visible is None or rec.tenant in visible[0] or rec.user == visible[1]
+
+
 def _conditions(wanted: JobFilter, visible: tuple[set[str], str] | None) -> Iterable[Any]:
     if visible is not None:
-        tenants, user = visible
-        yield JobRow.tenant.in_(sorted(tenants)) | (JobRow.user == user)
+        yield readable(visible)
     if wanted.tenant:
         yield JobRow.tenant == wanted.tenant
     if wanted.user:

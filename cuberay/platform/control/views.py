@@ -34,7 +34,7 @@ from cuberay.platform.control import logs as job_logs
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.snapshot import Snapshot
-from cuberay.platform.control.store_pages import JobFilter, check_page
+from cuberay.platform.control.store_pages import JobFilter, check_page, readable_by
 from cuberay.platform.policy.states import JobState
 
 ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
@@ -108,8 +108,7 @@ class Views:
             return read
 
         total, entries = snapshot.queue_page(records_of, tenant, state, only, offset, limit)
-        users = {e.job_id: read[e.job_id].user for e in entries
-                 if visible is None or e.tenant in visible[0] or read[e.job_id].user == visible[1]}
+        users = {e.job_id: read[e.job_id].user for e in entries if readable_by(visible, read[e.job_id])}
         return QueuePage(total=total, offset=offset, entries=entries, users=users, ticks=snapshot.ticks)
 
     @endpoint
