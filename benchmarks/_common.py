@@ -1,14 +1,16 @@
-"""What every benchmark shares: the machine it ran on, markdown tables, JSON output."""
+"""What every benchmark shares: the machine it ran on, percentiles, polling, markdown tables, JSON output."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import statistics
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "out"
@@ -56,3 +58,23 @@ def write_json(name: str, data: Any, out: Path | None = None) -> Path:
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)  # never leave a half-written file behind a killed run
     return path
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """n, p50, p99 and max of ``values`` (milliseconds), rounded to 0.1 ms."""
+    ordered = sorted(values)
+    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 1),
+            "p99_ms": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1),
+            "max_ms": round(ordered[-1], 1)}
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, poll_s: float = 0.2) -> Any:
+    """``check()``'s first true value, polled every ``poll_s``; TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(poll_s)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown, print_machine, write_json  # noqa: E402
+from _common import markdown, percentiles, print_machine, wait_for, write_json  # noqa: E402
 
 from cuberay.platform import client  # noqa: E402
 from cuberay.platform.control import head as controller_head  # noqa: E402
@@ -67,23 +66,6 @@ def task(tenant: str, cpu: str, command: str) -> dict[str, Any]:
     return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
             "metadata": {"name": f"{tenant}-{uuid.uuid4().hex[:6]}", "tenant": tenant},
             "spec": {"workers": 1, "resources": {"cpu": cpu}, "command": command}}
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 1),
-            "p99_ms": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1),
-            "max_ms": round(ordered[-1], 1)}
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, poll_s: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 # ---------------------------------------------------------------- 1. server time per call
@@ -147,7 +129,7 @@ def time_calls(api: Api, calls: dict[str, Callable[[Api], Any]], samples: int) -
             t0 = time.perf_counter()
             fn(api)
             times.append(1000 * (time.perf_counter() - t0))
-        out[name] = summary(times)
+        out[name] = percentiles(times)
         print(f"  {name}: p50 {out[name]['p50_ms']} ms, p99 {out[name]['p99_ms']} ms", flush=True)
     return out
 
@@ -229,7 +211,7 @@ def overhead(handle: Any, browser: Browser, probes: int, rounds: int) -> dict[st
             print(f"  round {r + 1}, console {mode}: {probes} probes", flush=True)
 
     def pick(mode: str, key: str) -> dict[str, float]:
-        return summary([p[key] for p in seen[mode] if key in p])
+        return percentiles([p[key] for p in seen[mode] if key in p])
 
     result = {mode: {"decision": pick(mode, "decision_ms"), "launch_call": pick(mode, "launch_ms")}
               for mode in seen}
@@ -299,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"machine": info, "load_avg_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)],
               "backlog": args.backlog, "submitted_s": round(submitted_s, 1), "still_waiting_at_end": queued,
               "pages": pages, "worst_page_call_p99": {"ms": worst[0], "call": worst[1]}, "unpaged": unpaged,
-              "queue_first_paint": {"wall": summary([w for w, _ in paints]),
-                                    "page_clock": summary([p for _, p in paints])},
+              "queue_first_paint": {"wall": percentiles([w for w, _ in paints]),
+                                    "page_clock": percentiles([p for _, p in paints])},
               "overhead": over, "javascript_errors": js_errors,
               "controller": {"ticks": ping["ticks"], "snapshot": ping.get("snapshot")}}
     path = write_json("console", result)

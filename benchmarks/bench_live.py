@@ -38,10 +38,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, markdown, print_machine, write_json  # noqa: E402
+from _common import ROOT, markdown, print_machine, wait_for, write_json  # noqa: E402
 
 from cuberay.platform import client  # noqa: E402
 from cuberay.platform.demo import scratch_env  # noqa: E402
@@ -61,17 +61,6 @@ def platform_file(scratch: Path, small_jobs: bool = True) -> Path:
     path = scratch / "platform.yaml"
     path.write_text(json.dumps(spec))  # JSON is YAML
     return path
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, poll_s: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(poll_s)
 
 
 # ---------------------------------------------------------------- 1. time to first step

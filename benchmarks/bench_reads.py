@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown, print_machine, write_json  # noqa: E402
+from _common import markdown, percentiles, print_machine, write_json  # noqa: E402
 
 from cuberay.platform import client  # noqa: E402
 from cuberay.platform.demo import scratch_env  # noqa: E402
@@ -54,13 +53,6 @@ def job(tenant: str, seconds: float) -> dict[str, Any]:
     return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
             "metadata": {"name": f"{tenant}-{uuid.uuid4().hex[:6]}", "tenant": tenant},
             "spec": {"workers": 1, "resources": {"cpu": "1"}, "command": f"sleep {seconds}"}}
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {"n": len(values), "p50_ms": round(statistics.median(ordered), 1),
-            "p99_ms": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1),
-            "max_ms": round(ordered[-1], 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 client.down()
     result = {"machine": info, "load_avg_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)],
-              "backlog": args.backlog, "bulk": args.bulk, "submitted_s": round(submitted_s, 1), "submit": summary(submit_ms),
-              "reads": {k: summary(v) for k, v in times.items()}, "still_queued_at_end": queued,
+              "backlog": args.backlog, "bulk": args.bulk, "submitted_s": round(submitted_s, 1), "submit": percentiles(submit_ms),
+              "reads": {k: percentiles(v) for k, v in times.items()}, "still_queued_at_end": queued,
               "controller": {"ticks": ping["ticks"], "snapshot": ping.get("snapshot")},
               "cli_process_ms": round(cli_ms, 1)}
     path = write_json("reads", result)
