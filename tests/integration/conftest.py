@@ -41,6 +41,7 @@ from typing import Iterator
 import pytest
 
 from tests.integration.browser import chromium  # noqa: F401 (a fixture: the console's browser tests share one)
+from tests.postgres import INSTALL_HINT, PostgresServer, find_bin_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GiB = 2**30
@@ -196,12 +197,43 @@ def job_client(ray_cluster: RayCluster):
     return JobSubmissionClient(ray_cluster.dashboard_url)
 
 
+# ---------------------------------------------------------------- the platform's database
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the session (tests/postgres.py); each test takes a fresh database on it.
+
+    Skipped where PostgreSQL is not installed, except on CI (``CI=true``), where ``.ci/run`` installs it and a
+    missing server is a failure, not a silent skip."""
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is not installed: {INSTALL_HINT}")
+        pytest.skip(INSTALL_HINT)
+    server = PostgresServer.start(bin_dir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The platform file's ``database``: SQLite under the test's storage unless a test asks for
+    ``@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)``."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "postgresql":
+        return request.getfixturevalue("postgres").fresh_url("platform")
+    assert backend == "sqlite", backend
+    return f"sqlite:///{tmp_path / 'cuberay' / 'cuberay.db'}"
+
+
 # ---------------------------------------------------------------- the cuberay platform (controller)
 
 PLATFORM_USER = "tester"
 
 
-def platform_test_spec(storage: Path) -> dict:
+def platform_test_spec(storage: Path, database: str | None = None) -> dict:
     """Tenants a and b (guaranteed 4 GPUs, max 8 each) and c (guaranteed 4 GPUs) with CPU quotas.
 
     The three guarantees add up to the cluster's 12 GPUs, so any tenant above
@@ -217,7 +249,7 @@ def platform_test_spec(storage: Path) -> dict:
         "apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "test"},
         "spec": {
             "storage": str(storage),
-            "database": f"sqlite:///{storage / 'cuberay.db'}",
+            "database": database or f"sqlite:///{storage / 'cuberay.db'}",
             # The tests written for Ray Job drivers keep them; tests/integration/test_small_jobs.py turns
             # small jobs on.
             "scheduler": {"cycle_interval_s": 0.5, "max_drivers": 8, "small_jobs": False},
@@ -237,15 +269,16 @@ class PlatformUnderTest:
 
 
 @pytest.fixture
-def platform(ray_cluster: RayCluster, tmp_path: Path, job_client) -> Iterator[PlatformUnderTest]:
-    """A fresh cuberay controller (fresh SQLite db in tmp) on the shared cluster; removed afterwards.
+def platform(ray_cluster: RayCluster, tmp_path: Path, job_client, database: str) -> Iterator[PlatformUnderTest]:
+    """A fresh cuberay controller (a fresh database: SQLite in tmp, or see ``database``) on the shared cluster;
+    removed afterwards.
 
     Afterwards every job still waiting or running is cancelled and its Ray Job
     awaited, so the next test finds the cluster empty.
     """
     from cuberay.platform import client
 
-    spec = platform_test_spec(tmp_path / "cuberay")
+    spec = platform_test_spec(tmp_path / "cuberay", database)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CUBERAY_USER", PLATFORM_USER)
         handle = client.install(spec, address=ray_cluster.address, replace=True)

@@ -50,6 +50,7 @@ def _answering(platform, old_pid: int) -> bool:
     return info["pid"] != old_pid and info["ticks"] > 0
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
 @pytest.mark.timeout(400)
 def test_controller_killed_twice_mid_stream_loses_and_repeats_nothing(platform, job_client) -> None:
     """Six 4-GPU jobs on tenant a (max 8): two run, four queue; the controller dies twice meanwhile."""

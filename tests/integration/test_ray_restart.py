@@ -1,4 +1,5 @@
-"""The whole local Ray stopped and started again while one job runs and one waits; the store (SQLite) persists.
+"""The whole local Ray stopped and started again while one job runs and one waits; the store (SQLite, and a real
+PostgreSQL server outside Ray) persists.
 
 It starts Ray twice: 34 s in all at load 5-7 on 2 cores, but 65 s at load 6-12 and 155 s at load 20-25.
 
@@ -88,10 +89,10 @@ def own_ray() -> Iterator[Callable[[], Any]]:
         ray.init(address=previous)
 
 
-def platform_spec(storage: Path) -> dict[str, Any]:
+def platform_spec(storage: Path, database: str) -> dict[str, Any]:
     """One tenant that may hold one CPU: one of the two 1-CPU jobs runs, the other waits."""
     return {"apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "restart"},
-            "spec": {"storage": str(storage), "database": f"sqlite:///{storage / 'cuberay.db'}",
+            "spec": {"storage": str(storage), "database": database,
                      "scheduler": {"cycle_interval_s": 0.5, "max_drivers": 4, "small_jobs": False},
                      "tenants": [{"name": "t", "members": [PLATFORM_USER],
                                   "quota": {"guaranteed": {"cpu": "1"}, "max": {"cpu": "1"}}}]}}
@@ -121,12 +122,13 @@ def live_ray_jobs(cluster: Any) -> set[str]:
     return {j.submission_id for j in jobs if j.submission_id and not j.status.is_terminal()}
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_whole_ray_restart_loses_no_job_and_reruns_the_one_that_died_as_a_new_attempt(
-        own_ray, tmp_path: Path) -> None:
+        own_ray, tmp_path: Path, database: str) -> None:
     storage = tmp_path / "cuberay"
-    spec = platform_spec(storage)
+    spec = platform_spec(storage, database)
     script, go = tmp_path / "stamping.py", tmp_path / "go"
     script.write_text(STAMPING_SCRIPT)
     stamps = {"run": tmp_path / "run.stamps", "wait": tmp_path / "wait.stamps"}

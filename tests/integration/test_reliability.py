@@ -33,6 +33,7 @@ def ctl(platform, method: str, *args: Any) -> Any:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
 def test_concurrent_and_retried_submits_make_one_job_each_and_each_runs_once(platform, job_client) -> None:
     """20 threads, 5 request ids submitted 4 times each: 5 jobs, one id per request id, each run exactly once."""
     name = f"conc-{uuid.uuid4().hex[:6]}"  # one name: the threads race for its sequence numbers too

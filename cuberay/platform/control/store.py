@@ -87,7 +87,7 @@ def _make_engine(url: str) -> Engine:
     except ModuleNotFoundError as exc:
         raise SpecError(f"database URL {make_url(url).render_as_string(hide_password=True)} needs the Python "
                         f"module {exc.name!r}, which is not installed; install the driver (e.g. "
-                        f"`pip install psycopg[binary]` for postgresql+psycopg://) or use the default "
+                        f"`pip install 'cuberay[postgres]'` for postgresql+psycopg://) or use the default "
                         f"SQLite file") from None
 
     @event.listens_for(engine, "connect")

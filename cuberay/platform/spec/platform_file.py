@@ -193,8 +193,10 @@ class PlatformSpec(SpecModel):
     storage: str | None = Field(None, description="Directory for the database, logs and tenant storage; null = "
                                 "cuberay's home ($CUBERAY_HOME, else ~/.cuberay) on the machine that installs "
                                 "the platform.")
-    database: str | None = Field(None, description="SQLAlchemy URL, e.g. postgresql://host/cuberay; null = "
-                                                   "SQLite at <storage>/cuberay.db.")
+    database: str | None = Field(None, description="SQLAlchemy URL, e.g. "
+                                "postgresql+psycopg://cuberay@db-host/cuberay (install cuberay[postgres]); null = "
+                                "SQLite at <storage>/cuberay.db, which lives and dies with the machine that runs "
+                                "the controller.")
     tenants: list[Tenant] = Field(min_length=1, description="The tenants; names are unique.")
     default_tenant: Name | None = Field(None, description="Where a job that names no tenant runs for a user who "
                                         "may use several (after --tenant, metadata.tenant, CUBERAY_TENANT, "
@@ -235,7 +237,7 @@ class PlatformSpec(SpecModel):
             # Checked here without importing SQLAlchemy: the spec layer stays free of the database.
             if not _DATABASE_URL.match(v):
                 raise ValueError(f"{v!r} is not an SQLAlchemy URL; write e.g. "
-                                 f"'postgresql://user@host/cuberay' or 'sqlite:////var/lib/cuberay.db'")
+                                 f"'postgresql+psycopg://user@host/cuberay' or 'sqlite:////var/lib/cuberay.db'")
         return v
 
     @field_validator("tenants", "node_pools")
