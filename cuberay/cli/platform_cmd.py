@@ -40,9 +40,19 @@ def up(
         help="With --address: serve the web console and HTTP API on this port of that cluster's head, on every "
              "interface (a Kubernetes head pod's; `cuberay kube render` sets 8266). The local head always serves "
              "them, on a free port of 127.0.0.1."),
+    tenant_cluster: Optional[str] = typer.Option(
+        None, "--tenant-cluster", metavar="TENANT",
+        help="Run this tenant's Ray cluster here the way `cuberay kube render` shapes it for KubeRay: a head "
+             "that runs no work, with the tenant's own platform file, and Ray's autoscaler adding and removing "
+             "nodes of its worker groups as gangs wait and nodes idle."),
+    idle_timeout: Optional[float] = typer.Option(
+        None, "--idle-timeout", metavar="SECONDS", min=1,
+        help="With --tenant-cluster: remove a node idle this long (default: the RayCluster's, 60 s)."),
     output: Format = output_option(),
 ) -> None:
     """Start a local Ray head with its dashboard and the cuberay controller; print the dashboard URL."""
+    if tenant_cluster is not None or idle_timeout is not None:
+        return _tenant_cluster_up(platform, address, tenant_cluster, idle_timeout, output)
     if console_port and not address:
         raise SpecError("--console-port is for a cluster named with --address; the local head serves its console "
                         "on a free port of 127.0.0.1 (`cuberay console` prints it)", path="--console-port")
@@ -75,6 +85,32 @@ def up(
               f"pools' CPUs, so what `cuberay spec validate --platform` says fits is admitted here too)")
     err.print(next_steps(ray_job_env(url, local=address is None), _example_job()), highlight=False,
               soft_wrap=True)
+
+
+def _tenant_cluster_up(platform: Optional[Path], address: Optional[str], tenant: Optional[str],
+                       idle_timeout: Optional[float], output: Format) -> None:
+    """``cuberay up --tenant-cluster TENANT``: one tenant's KubeRay shape on this machine."""
+    from cuberay.kuberay import tenant_local
+
+    if tenant is None:
+        raise SpecError("--idle-timeout is for a tenant's cluster: add --tenant-cluster TENANT",
+                        path="--idle-timeout")
+    if address:
+        raise SpecError("--tenant-cluster starts a local cluster; it cannot be combined with --address (on "
+                        "Kubernetes, `cuberay kube render` writes the tenant's RayCluster)", path="--tenant-cluster")
+    with error_console().status(f"starting tenant {tenant}'s Ray cluster here, with Ray's autoscaler ..."):
+        facts = tenant_local.up(str(platform) if platform else None, tenant, idle_timeout)
+    if output != Format.table:
+        emit(facts, output)
+        return
+    print(f"Tenant {tenant}'s Ray cluster is up: a head that runs no work, Ray's autoscaler and these worker "
+          f"groups (no node yet beyond each group's minimum):")
+    for g in facts["worker_groups"]:
+        print(f"  {g['group']:<12} {g['min']}..{g['max']} nodes of {views.resources(g['resources'])}")
+    print(f"Idle nodes go after {facts['idle_timeout_s']:g} s. Ray dashboard: {facts['dashboard_url']}")
+    print(f"The tenant's platform file (on Kubernetes, its ConfigMap): {facts['platform_file']}")
+    error_console().print("Next: `cuberay submit FILE`, `cuberay queue` (a gang waiting for nodes says which), "
+                          "`cuberay down` stops the head and every node.", highlight=False, soft_wrap=True)
 
 
 def _where_things_go(platform: Optional[Path], *, local: bool) -> dict[str, object]:

@@ -142,12 +142,14 @@ def uninstall() -> bool:
     return controller.uninstall()
 
 
-def up(platform_file: str | None = None, address: str | None = None, console_port: int | None = None) -> str:
+def up(platform_file: str | Mapping[str, Any] | None = None, address: str | None = None,
+       console_port: int | None = None, *, start_head: Callable[[], dict[str, Any]] | None = None) -> str:
     """Start a local Ray head with dashboard + the controller (or install the controller on ``address``).
 
-    The local head gets the API server and console on a free port of 127.0.0.1; a cluster at ``address`` gets
-    them on ``console_port`` of its head, on every interface (a pod's port, for a Kubernetes Service), when given.
-    Returns the dashboard URL.
+    ``platform_file`` is a path or the platform itself (a dict). The local head gets the API server and console
+    on a free port of 127.0.0.1; a cluster at ``address`` gets them on ``console_port`` of its head, on every
+    interface (a pod's port, for a Kubernetes Service), when given. ``start_head`` starts the local head when
+    none runs (default: a head sized for the platform's pools). Returns the dashboard URL.
     """
     import ray
 
@@ -155,14 +157,15 @@ def up(platform_file: str | None = None, address: str | None = None, console_por
     from cuberay.platform.control import install as controller
     from cuberay.platform.spec import load_platform
 
-    plat = load_platform(find_platform_file(platform_file))
+    plat = load_platform(platform_file if isinstance(platform_file, Mapping) else find_platform_file(platform_file))
     spec = _platform_dict(plat)
     head = None
     if address is None and not ray.is_initialized():
         head = controller_head.read_state()
         if head is None:
             controller_head.use_token_auth()
-            head = controller_head.start(controller_head.home(), controller_head.head_cpus(plat))
+            head = start_head() if start_head else controller_head.start(controller_head.home(),
+                                                                          controller_head.head_cpus(plat))
         address = head["address"]
     _init_ray(address, log_to_driver=False)
     handle = controller.find()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cuberay.platform.policy.autoscale import headroom, parse_groups, scale_up_request, with_headroom
+from cuberay.platform.policy.autoscale import headroom, packed_nodes, parse_groups, scale_up_request, with_headroom
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.spec.resources import CPU, GPU, parse_worker
@@ -42,8 +42,14 @@ def test_a_gang_larger_than_the_live_nodes_is_accepted_and_asks_for_nodes() -> N
     with with_headroom(st, groups):
         assert st.submit(job) is None  # with it: the group may grow to 3 nodes
     assert set(st.ledger.nodes) == {"gpu-0"}  # headroom is gone again
-    request = scale_up_request(st, groups, now=0.0)
+    scale = scale_up_request(st, groups, now=0.0)
+    request = scale.bundles
     assert len(request) == 3
+    assert scale.workers == {"big": {"gpu": 2}} and scale.new_nodes == {"gpu": 2}  # gpu-0 exists; 2 more
+    assert "2 new nodes of worker group gpu (room for 2 of this gang's workers)" in (scale.reason("big", "gang of 3") or "")
+    assert scale.reason("other", "x") is None
+    once = scale.reason("big", "gang of 3") or ""
+    assert scale.reason("big", once) == once  # a reason kept from the last cycle is not explained twice
     assert sorted(sel.get("cuberay.io/pool", "") for _, sel in request) == ["", "gpu", "gpu"]
     assert all(bundle[GPU] == 4 for bundle, _ in request)
     assert set(st.ledger.nodes) == {"gpu-0"}
@@ -57,8 +63,29 @@ def test_running_work_is_part_of_the_request() -> None:
     cycle(st)
     assert "first" in st.running
     submit(st, _gpu_job("second", workers=1))
-    request = scale_up_request(st, groups, now=1.0)
-    assert [sel for _, sel in request] == [{}, {"cuberay.io/pool": "gpu"}]  # first's bundle, then the new node
+    request = scale_up_request(st, groups, now=1.0).bundles
+    # first's bundle on its node (the autoscaler keeps that node), then second's on a new gpu node
+    assert [sel for _, sel in request] == [{"ray.io/node-id": "gpu-0"}, {"cuberay.io/pool": "gpu"}]
+
+
+def test_admitted_work_keeps_its_nodes_when_nothing_waits() -> None:
+    st = state(_one_gpu_node())
+    groups = parse_groups(GROUPS)
+    submit(st, _gpu_job("running", workers=1))
+    cycle(st)
+    scale = scale_up_request(st, groups, now=1.0)
+    assert [sel for _, sel in scale.bundles] == [{"ray.io/node-id": "gpu-0"}] and scale.workers == {}
+    st.finish("running")
+    assert scale_up_request(st, groups, now=2.0).bundles == []  # ended: the node may go when idle
+
+
+def test_new_nodes_are_counted_as_the_autoscaler_packs_them() -> None:
+    two_cpu = {CPU: 2.0, "memory": 2.0}
+    assert packed_nodes([{CPU: 1.0, "memory": 0.5}] * 2, two_cpu) == 1  # a spread gang may share one node
+    assert packed_nodes([{CPU: 1.5}, {CPU: 1.0}, {CPU: 0.5}], two_cpu) == 2
+    assert packed_nodes([{CPU: 2.0}] * 3, two_cpu) == 3
+    gpu_node = {CPU: 2.0, GPU: 2.0}  # a group's model is its label, a worker's is a marker resource
+    assert packed_nodes([{CPU: 1.0, GPU: 1.0, "accelerator_type:A100": 0.001}] * 2, gpu_node) == 1
 
 
 def test_no_request_when_quota_is_what_blocks() -> None:
@@ -67,15 +94,16 @@ def test_no_request_when_quota_is_what_blocks() -> None:
     submit(st, _gpu_job("first", workers=1))
     cycle(st)
     submit(st, _gpu_job("second", workers=1))  # tenant a is at its max of 4 GPUs
-    assert scale_up_request(st, groups, now=1.0) == []
+    scale = scale_up_request(st, groups, now=1.0)
+    assert scale.workers == {} and [sel for _, sel in scale.bundles] == [{"ray.io/node-id": "gpu-0"}]
 
 
 def test_no_request_when_live_nodes_suffice_or_nothing_waits() -> None:
     st = state(_one_gpu_node())
     groups = parse_groups(GROUPS)
-    assert scale_up_request(st, groups, now=0.0) == []
+    assert scale_up_request(st, groups, now=0.0).bundles == []
     submit(st, _gpu_job("fits", workers=1))
-    assert scale_up_request(st, groups, now=0.0) == []
+    assert scale_up_request(st, groups, now=0.0).bundles == []
 
 
 def test_request_is_what_rays_request_resources_accepts() -> None:
@@ -85,7 +113,7 @@ def test_request_is_what_rays_request_resources_accepts() -> None:
     groups = parse_groups(GROUPS)
     with with_headroom(st, groups):
         submit(st, _gpu_job("two", workers=2))
-    request = scale_up_request(st, groups, now=0.0)
+    request = scale_up_request(st, groups, now=0.0).bundles
     assert request
     for bundle, selector in request:
         assert all(isinstance(k, str) and isinstance(v, float) and not isinstance(v, bool)

@@ -68,7 +68,7 @@ from cuberay.platform.policy.admission import (
     RunningJob,
     schedule,
 )
-from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups, scale_up_request
+from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, ScaleUp, parse_groups, scale_up_request
 from cuberay.platform.policy.fit import platform_policy, platform_topology, tenant_quotas
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.states import JobState
@@ -108,6 +108,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         # On KubeRay: worker groups that may grow to maxReplicas (empty elsewhere).
         self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
         self._scale_request: list[Any] | None = None
+        self._scale_up = ScaleUp()  # the last request's new nodes per waiting gang (for their reasons)
         self._wake = asyncio.Event()
         self.serving = Serving(self.store, self.cluster.serve_rest(), self._tenant_storage)  # Serve's one writer
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
@@ -240,7 +241,9 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         """On KubeRay: ask Ray's autoscaler for the nodes that would let waiting gangs start."""
         if not self.groups:
             return
-        request = scale_up_request(self.state, self.groups, now)
+        self._scale_up = scale_up_request(self.state, self.groups, now)
+        self._explain_scale_up()
+        request = self._scale_up.bundles
         if request == self._scale_request:
             return
         self._scale_request = request
@@ -250,6 +253,13 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             log.warning("could not ask the autoscaler for nodes: %s", err)
             self._scale_request = None
 
+    def _explain_scale_up(self) -> None:
+        """A gang waiting for nodes the autoscaler was asked for says so (which groups, how many)."""
+        if not self._scale_up.workers:
+            return
+        for job_id, why in list(self.waits.items()):
+            self.waits[job_id] = self._scale_up.reason(job_id, why) or why
+
     # ------------------------------------------------------------------ admission
 
     def _cycle(self, now: float) -> None:
@@ -257,6 +267,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             return
         cycle = schedule(self.state, now)
         self.waits = dict(cycle.waits)
+        self._explain_scale_up()
         if not cycle.complete:  # stopped at its time budget: the next tick continues without waiting
             self._wake.set()
         for d in cycle.decisions:

@@ -39,7 +39,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import psutil
 
@@ -192,15 +192,20 @@ def use_token_auth() -> None:
         pass
 
 
-def start(log_dir: Path, cpus: int | None = None) -> dict[str, Any]:
+def start(log_dir: Path, cpus: int | None = None, *, autoscaling: Callable[[str], dict[str, Any]] | None = None,
+          env: Mapping[str, str] | None = None, extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """Start a head with dashboard and token auth (``cpus`` logical CPUs; None: the machine's cores); return its
     recorded state once it accepts drivers.
 
-    What a recorded head that died left running goes first (its state file is replaced).
+    ``autoscaling`` gives Ray's autoscaler config for the head's GCS address: the head then runs Ray's autoscaler
+    with it (``--autoscaling-config``), and the nodes it starts carry this head's mark like everything else the
+    head starts, so ``stop`` ends them too. ``env`` is added to the head's environment (and so to everything it
+    starts). What a recorded head that died left running goes first (its state file is replaced).
     """
     stop()
     head_id = uuid.uuid4().hex
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0", sweep.MARK: head_id}
+    env = {**os.environ, **(env or {}), "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
+           sweep.MARK: head_id}
     package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     if not TOKEN_FILE.expanduser().exists():
@@ -213,6 +218,11 @@ def start(log_dir: Path, cpus: int | None = None) -> dict[str, Any]:
     log_file = log_dir / "ray-head.log"
     temp_dir = _private_temp_dir()
     command, port, dashboard_port, metrics_port = head_command(ip, temp_dir, cpus)
+    command += list(extra_args)
+    if autoscaling is not None:
+        config = Path(temp_dir) / "autoscaling.json"
+        config.write_text(json.dumps(autoscaling(f"{ip}:{port}"), indent=1))
+        command.append(f"--autoscaling-config={config}")
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -241,7 +251,7 @@ def head_command(ip: str, temp_dir: str, cpus: int | None = None) -> tuple[list[
                "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
                "--dashboard-agent-listen-port=0", f"--ray-client-server-port={client_port}",
                f"--metrics-export-port={metrics_port}", "--disable-usage-stats",
-               *([f"--num-cpus={cpus}"] if cpus else [])]
+               *([f"--num-cpus={cpus}"] if cpus is not None else [])]
     return command, port, dashboard_port, metrics_port
 
 

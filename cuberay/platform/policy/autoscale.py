@@ -5,10 +5,12 @@ On a KubeRay cluster the renderer hands the head the tenant's worker groups (JSO
 Nodes a group may still add are *headroom*. Each tick the controller asks: would the
 admission cycle admit more if the headroom nodes existed? It runs the same ``schedule`` on
 the snapshot with headroom nodes added (and removed again); if some admitted gang lands on
-headroom, the answer is a resource request for Ray's autoscaler: every running worker's
-bundle plus every worker of those gangs, the new ones selected by ``cuberay.io/pool``, so the
-autoscaler adds nodes of the right groups. Admission itself still only places on nodes that
-exist; the job is admitted on the next cycle after the nodes join.
+headroom, the answer is a resource request for Ray's autoscaler: every worker of those gangs,
+the new ones selected by ``cuberay.io/pool``, so the autoscaler adds nodes of the right groups.
+The request always holds every admitted worker's bundle too, pinned to its node
+(``ray.io/node-id``): between admission and the moment its workers start a node looks idle to
+Ray, and the autoscaler keeps a node a request needs. Admission itself still only places on
+nodes that exist; the job is admitted on the next cycle after the nodes join.
 
 Pure: no Ray (the controller makes the one Ray call).
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from cuberay.platform.policy.admission import schedule
@@ -27,6 +29,8 @@ from cuberay.platform.spec.resources import LABEL_POOL
 
 ENV_WORKER_GROUPS = "CUBERAY_KUBE_WORKER_GROUPS"  # set on the head by `cuberay kube render`
 HEADROOM_PREFIX = "autoscale:"
+NODE_ID = "ray.io/node-id"  # every Ray node's own label (and every ledger node's)
+NEW_NODES = "waiting for new nodes:"
 
 Bundle = tuple[dict[str, float], dict[str, str]]  # (Ray resources, label selector)
 
@@ -65,7 +69,7 @@ def with_headroom(state: ClusterState, groups: list[WorkerGroup]) -> Iterator[di
     """The snapshot with the headroom nodes added for the block (for submit checks and what-if cycles)."""
     extra = headroom(groups, state.ledger.nodes)
     for node_id, group in extra.items():
-        state.ledger.add_node(node_id, group.resources, {**group.labels, "ray.io/node-id": node_id})
+        state.ledger.add_node(node_id, group.resources, {**group.labels, NODE_ID: node_id})
     try:
         yield extra
     finally:
@@ -73,28 +77,76 @@ def with_headroom(state: ClusterState, groups: list[WorkerGroup]) -> Iterator[di
             state.ledger.remove_node(node_id)
 
 
-def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float) -> list[Bundle]:
-    """The autoscaler request that lets the next cycles admit what only headroom would fit; [] if none."""
-    if not groups or not len(state.queue):
-        return []
+@dataclass(frozen=True)
+class ScaleUp:
+    """What to ask of Ray's autoscaler, and what each waiting gang waits for."""
+
+    bundles: list[Bundle] = field(default_factory=list)
+    workers: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> worker group -> its workers there
+    new_nodes: dict[str, int] = field(default_factory=dict)  # worker group -> nodes the request adds
+
+    def reason(self, job_id: str, waiting: str) -> str | None:
+        """Why ``job_id`` waits when it waits for new nodes (``waiting``: the cycle's own reason); else None."""
+        asked = self.workers.get(job_id)
+        if not asked:
+            return None
+        if waiting.startswith(NEW_NODES):  # a reason kept from an earlier cycle: explain it once
+            waiting = waiting.split("; ", 1)[-1]
+        groups = ", ".join(f"{_nodes(self.new_nodes.get(g, 0))} of worker group {g} (room for {w} of this gang's workers)"
+                           for g, w in sorted(asked.items()))
+        return f"{NEW_NODES} asked Ray's autoscaler for {groups}; {waiting}"
+
+
+def _nodes(n: int) -> str:
+    return f"{n} new node{'s' if n != 1 else ''}"
+
+
+def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float) -> ScaleUp:
+    """The autoscaler request: the bundles running work holds, each on its node (so the autoscaler never takes
+    a node a gang was just admitted on before its workers start), plus what only headroom would fit."""
+    if not groups:
+        return ScaleUp()
+    held: list[Bundle] = [(alloc.request.to_ray(), {NODE_ID: slot.node_id})
+                          for alloc in state.ledger.allocations.values() for slot in alloc.slots]
+    if not len(state.queue):
+        return ScaleUp(held)
     with with_headroom(state, groups) as extra:
         if not extra:
-            return []
+            return ScaleUp(held)
         resume = state.resume_after  # a what-if cycle must not move where the real cycles resume
         try:
             decisions = schedule(state, now, explain=False).decisions
         finally:
             state.resume_after = resume
-    admits = [d for d in decisions if isinstance(d, Admit)]
-    if not any(n in extra for d in admits for n in d.node_ids):
-        return []
-    bundles: list[Bundle] = [(alloc.request.to_ray(), {}) for alloc in state.ledger.allocations.values()
-                             for _ in alloc.slots]
+    admits = [d for d in decisions if isinstance(d, Admit) and any(n in extra for n in d.node_ids)]
+    bundles, workers = list(held), {}
+    new: dict[str, list[dict[str, float]]] = {}  # worker group -> the bundles it gets
     for d in admits:
         job = state.queue.get(d.job_id)
         if job is None:
             continue
         for node_id in d.node_ids:
-            selector = {LABEL_POOL: extra[node_id].pool} if node_id in extra else {}
-            bundles.append((job.worker.to_ray(), selector))
-    return bundles
+            group = extra.get(node_id)
+            bundles.append((job.worker.to_ray(), {LABEL_POOL: group.pool} if group else {}))
+            if group:
+                new.setdefault(group.group, []).append(job.worker.to_ray())
+                mine = workers.setdefault(d.job_id, {})
+                mine[group.group] = mine.get(group.group, 0) + 1
+    shapes = {g.group: g.resources for g in groups}
+    return ScaleUp(bundles, workers, {g: packed_nodes(b, shapes[g]) for g, b in new.items()})
+
+
+def packed_nodes(bundles: list[dict[str, float]], shape: Mapping[str, float]) -> int:
+    """How many nodes of ``shape`` hold ``bundles``, first fit largest first (how the autoscaler packs a
+    request: it does not spread, so a spread gang's workers may share a new node)."""
+    free: list[dict[str, float]] = []
+    for bundle in sorted(bundles, key=lambda b: sorted(b.values(), reverse=True), reverse=True):
+        # Only what the shape counts: a worker's accelerator_type marker is matched by the group's labels.
+        counted = {k: v for k, v in bundle.items() if k in shape}
+        node = next((n for n in free if all(n[k] + 1e-9 >= v for k, v in counted.items())), None)
+        if node is None:
+            node = dict(shape)
+            free.append(node)
+        for k, v in counted.items():
+            node[k] -= v
+    return len(free)
