@@ -52,6 +52,10 @@ def up(
 ) -> None:
     """Start a local Ray head with its dashboard and the cuberay controller; print the dashboard URL."""
     if tenant_cluster is not None or idle_timeout is not None:
+        if console_port:
+            raise SpecError("--console-port is for a cluster named with --address; a tenant's cluster here serves "
+                            "its console on a free port of 127.0.0.1 (`cuberay console` prints it)",
+                            path="--console-port")
         return _tenant_cluster_up(platform, address, tenant_cluster, idle_timeout, output)
     if console_port and not address:
         raise SpecError("--console-port is for a cluster named with --address; the local head serves its console "
@@ -98,7 +102,7 @@ def _tenant_cluster_up(platform: Optional[Path], address: Optional[str], tenant:
     if address:
         raise SpecError("--tenant-cluster starts a local cluster; it cannot be combined with --address (on "
                         "Kubernetes, `cuberay kube render` writes the tenant's RayCluster)", path="--tenant-cluster")
-    with error_console().status(f"starting tenant {tenant}'s Ray cluster here, with Ray's autoscaler ..."):
+    with error_console().status(f"starting tenant {escape(tenant)}'s Ray cluster here, with Ray's autoscaler ..."):
         facts = tenant_local.up(str(platform) if platform else None, tenant, idle_timeout)
     if output != Format.table:
         emit(facts, output)

@@ -10,12 +10,13 @@ needs nodes makes the controller ask the autoscaler for them, and nodes idle pas
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cuberay.errors import PlatformNotRunningError
+from cuberay.errors import CuberayError
 from cuberay.home import home
 from cuberay.kuberay.tenant_shape import (
     FAKE_HEAD_ID,
@@ -48,13 +49,15 @@ def up(platform_file: str | None, tenant: str, idle_timeout_s: float | None = No
     running = local_head.read_state()
     if running is not None and running.get(STATE_KEY) != tenant:
         what = f"tenant {running[STATE_KEY]!r}'s cluster" if running.get(STATE_KEY) else "the platform's head"
-        raise PlatformNotRunningError(f"a local Ray head already runs here ({what}, {running['address']}); "
-                                      f"stop it with `cuberay down`, then run this again")
+        raise CuberayError(f"a local Ray head already runs here ({what}, {running['address']}); one runs at a "
+                           f"time: stop it with `cuberay down`, then run this again")
     path = platform_path(tenant)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(tenant_platform, sort_keys=False))
 
     config = autoscaling_config(cluster, "-", idle_timeout_s)
+    if running is not None:  # the autoscaler keeps the shape it started with; the platform file reloads
+        config = _running_config(running, config, idle_given=idle_timeout_s is not None)
     head_memory = int(config["available_node_types"][config["head_node_type"]]["resources"]["memory"])
 
     def start() -> dict[str, Any]:
@@ -72,3 +75,15 @@ def up(platform_file: str | None, tenant: str, idle_timeout_s: float | None = No
               for name, t in config["available_node_types"].items() if name != config["head_node_type"]]
     return {"dashboard_url": url, "tenant": tenant, "platform_file": str(path), "worker_groups": groups,
             "idle_timeout_s": round(config["idle_timeout_minutes"] * 60, 1)}
+
+
+def _running_config(running: dict[str, Any], wanted: dict[str, Any], *, idle_given: bool) -> dict[str, Any]:
+    """The running head's autoscaler config; refused when the one asked for differs (it cannot change live)."""
+    path = Path(running["temp_dir"]) / "autoscaling.json"
+    config = json.loads(path.read_text())
+    for key in ("available_node_types", *(("idle_timeout_minutes",) if idle_given else ())):
+        if config[key] != wanted[key]:
+            raise CuberayError(f"tenant {running[STATE_KEY]!r}'s cluster runs with other worker groups or another "
+                               f"idle timeout ({key} in {path}); Ray's autoscaler keeps the shape it started with: "
+                               f"stop it with `cuberay down`, then run this again")
+    return config

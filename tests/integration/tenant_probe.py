@@ -4,7 +4,8 @@
 
 - ``nodes``: the live Ray nodes, id -> labels, and the cluster constraint Ray's autoscaler holds;
 - ``run SPEC...``: submits each spec file and watches until every job ends: each job's reasons, the nodes its
-  workers held, its end state and attempts; the nodes seen; the most GPUs the autoscaler was ever asked for;
+  workers held, its end state and attempts; the nodes seen, the most live at once per pool; the most GPUs the
+  autoscaler was ever asked for;
 - ``cancel SPEC``: submits, waits until the job waits for new nodes, cancels it, and reports the request
   before and after.
 
@@ -46,9 +47,13 @@ def run(paths: list[str]) -> dict[str, Any]:
     ids = [client.submit(p).id for p in paths]
     jobs: dict[str, dict[str, Any]] = {i: {"reasons": [], "nodes": []} for i in ids}
     seen: dict[str, dict[str, str]] = {}
+    peak: dict[str, int] = {}  # the most live nodes of each pool at once
     max_gpus, deadline = 0.0, time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        seen.update(nodes())
+        live = nodes()
+        seen.update(live)
+        for pool in {labels.get("cuberay.io/pool", "") for labels in live.values()}:
+            peak[pool] = max(peak.get(pool, 0), sum(1 for v in live.values() if v.get("cuberay.io/pool", "") == pool))
         max_gpus = max(max_gpus, gpus_asked())
         for job_id in ids:
             record, mine = client.status(job_id), jobs[job_id]
@@ -61,7 +66,7 @@ def run(paths: list[str]) -> dict[str, Any]:
         if all(client.status(i).state.is_terminal for i in ids):
             break
         time.sleep(0.25)
-    return {"jobs": jobs, "seen": seen, "max_gpus_asked": max_gpus}
+    return {"jobs": jobs, "seen": seen, "peak": peak, "max_gpus_asked": max_gpus}
 
 
 def cancel(path: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ mark `cuberay up` adds, so the check does not lean on the code it tests.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,10 +24,10 @@ import pytest
 import yaml
 
 from cuberay.platform.demo import scratch_platform
+from tests.integration.own_head import kill_leftovers, own_head_env
 from tests.support import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SESSION_VARIABLES = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "CUBERAY_HEAD_ID")  # another cluster's
 
 
 @dataclass
@@ -81,23 +80,14 @@ class LocalHead:
 @pytest.fixture
 def local() -> Iterator[LocalHead]:
     root = Path(tempfile.mkdtemp(prefix="cr", dir="/tmp"))  # short: Ray's socket paths stay under 108 bytes
-    env = {key: value for key, value in os.environ.items() if key not in SESSION_VARIABLES}
-    env.update({"RAY_TMPDIR": str(root), "TMPDIR": str(root), "CUBERAY_HOME": str(root / "home"),
-                "HOME": str(root / "user"),  # the head's token goes to ~/.ray, the test's own
-                "CUBERAY_USER": "newcomer", "RAY_USAGE_STATS_ENABLED": "0"})
-    (root / "user").mkdir()
+    env = own_head_env(root)
     head = LocalHead(root, env, scratch_platform(REPO_ROOT / "configs" / "platform.yaml", root))
     try:
         yield head
     finally:
         if (head.home / "local-head.json").exists():
             head.cli("down", timeout=120)
-        for proc in psutil.process_iter():  # never leak a head into the session, even when down failed
-            try:
-                if proc.environ().get("CUBERAY_HOME") == env["CUBERAY_HOME"]:
-                    proc.kill()
-            except psutil.Error:
-                continue
+        kill_leftovers(env)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -10,7 +10,6 @@ tests/integration/tenant_probe.py, a user's script against the cluster.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from cuberay.kuberay.render_cluster import RenderOptions
 from cuberay.kuberay.tenant_shape import autoscaling_config, tenant_raycluster
 from cuberay.platform.policy.pool_shares import platform_shares
 from cuberay.platform.spec import load_platform
+from tests.integration.own_head import kill_leftovers, own_head_env
 from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(600)
@@ -37,7 +37,6 @@ CONFIGS = REPO_ROOT / "configs" / "tenant-cluster"
 PLATFORM = CONFIGS / "platform.yaml"
 TENANT = "vision"
 IDLE_S = 5
-SESSION_VARIABLES = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "CUBERAY_HEAD_ID")  # the session's cluster
 POOL = "cuberay.io/pool"
 
 
@@ -78,10 +77,7 @@ class TenantCluster:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[TenantCluster]:
     root = Path(tempfile.mkdtemp(prefix="crt", dir="/tmp"))  # short: Ray's socket paths stay under 108 bytes
-    env = {key: value for key, value in os.environ.items() if key not in SESSION_VARIABLES}
-    env.update({"RAY_TMPDIR": str(root), "TMPDIR": str(root), "CUBERAY_HOME": str(root / "home"),
-                "HOME": str(root / "user"), "CUBERAY_USER": "newcomer", "RAY_USAGE_STATS_ENABLED": "0"})
-    (root / "user").mkdir()
+    env = own_head_env(root)
     tc = TenantCluster(root, env)
     try:
         up = tc.cli("up", "--tenant-cluster", TENANT, "--platform", str(PLATFORM), "--idle-timeout", str(IDLE_S),
@@ -91,12 +87,7 @@ def cluster() -> Iterator[TenantCluster]:
         yield tc
     finally:
         down = tc.cli("down", timeout=180)
-        for proc in psutil.process_iter():  # never leak a node into the session, even when down failed
-            try:
-                if proc.environ().get("CUBERAY_HOME") == env["CUBERAY_HOME"]:
-                    proc.kill()
-            except psutil.Error:
-                continue
+        kill_leftovers(env)
         shutil.rmtree(root, ignore_errors=True)
         assert down.returncode == 0, down.stdout + down.stderr
 
@@ -139,7 +130,7 @@ def test_a_gang_no_worker_group_could_hold_is_refused_at_submit(cluster: TenantC
     """3 GPUs on one worker: within the tenant's max of 4, but a gpu-group node has 2."""
     result = cluster.cli("submit", cluster.spec("gpu-gang", workers=1, resources={"cpu": "1", "gpu": "3"}))
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "max gpu" not in result.stderr and "node" in result.stderr, result.stderr
+    assert "one worker needs" in result.stderr and "the largest matching node has" in result.stderr, result.stderr
 
 
 def test_a_cancelled_waiting_gang_withdraws_its_request(cluster: TenantCluster) -> None:
@@ -166,12 +157,14 @@ def test_waiting_gangs_get_new_nodes_of_their_pools_and_never_more_than_the_tena
         assert pools == ({"cpu"} if "cpu-gang" in job_id else {"gpu"}), (job_id, job, seen["seen"])
         if "gpu-gang" in job_id:
             assert {seen["seen"][n]["ray.io/accelerator-type"] for n in job["nodes"]} == {"A100"}
-    by_pool = [labels.get(POOL) for labels in seen["seen"].values()]
-    assert by_pool.count("gpu") <= 2 and by_pool.count("cpu") <= 2, seen["seen"]
+    # No more nodes than needed: the gpu group within its max, and the CPU gang's 2 one-CPU workers sharing one
+    # new 2-CPU node (the autoscaler packs; cuberay's spread is a preference).
+    assert seen["peak"].get("gpu", 0) <= 2 and seen["peak"].get("cpu") == 1, seen["peak"]
 
 
 def test_idle_nodes_go_while_running_work_keeps_its_node(cluster: TenantCluster) -> None:
-    long_id = json.loads(cluster.cli("submit", cluster.spec("cpu-gang", command="sleep 60"), "-o", "json").stdout)["id"]
+    long_id = json.loads(cluster.cli("submit", cluster.spec("cpu-gang", command="sleep 90"), "-o", "json").stdout)["id"]
+    wait_for(lambda: cluster.state(long_id)["state"] == "RUNNING", 120, f"{long_id} to run", poll_s=1.0)
     short = cluster.probe("run", cluster.spec("gpu-gang"))
     assert [j["state"] for j in short["jobs"].values()] == ["SUCCEEDED"], short
     long_nodes = {a["node_id"] for a in cluster.state(long_id)["allocation"] or []}
@@ -189,5 +182,5 @@ def test_idle_nodes_go_while_running_work_keeps_its_node(cluster: TenantCluster)
     job = next(iter(again["jobs"].values()))
     assert job["state"] == "SUCCEEDED" and any(r.startswith("waiting for new nodes:") for r in job["reasons"]), job
     ended = wait_for(lambda: (r := cluster.state(long_id))["state"] not in ("RUNNING", "QUEUED", "ADMITTED") and r,
-                     120, f"{long_id} to end", poll_s=1.0)
+                     180, f"{long_id} to end", poll_s=1.0)
     assert ended["state"] == "SUCCEEDED" and ended["attempts"] == 1, ended

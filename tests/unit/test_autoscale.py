@@ -46,11 +46,14 @@ def test_a_gang_larger_than_the_live_nodes_is_accepted_and_asks_for_nodes() -> N
     request = scale.bundles
     assert len(request) == 3
     assert scale.workers == {"big": {"gpu": 2}} and scale.new_nodes == {"gpu": 2}  # gpu-0 exists; 2 more
-    assert "2 new nodes of worker group gpu (room for 2 of this gang's workers)" in (scale.reason("big", "gang of 3") or "")
-    assert scale.reason("other", "x") is None
-    once = scale.reason("big", "gang of 3") or ""
+    assert "2 new nodes of worker group gpu (room for 2 of this gang's workers)" in scale.reason("big", "gang of 3")
+    assert scale.reason("other", "x") == "x"
+    once = scale.reason("big", "gang of 3")
     assert scale.reason("big", once) == once  # a reason kept from the last cycle is not explained twice
-    assert sorted(sel.get("cuberay.io/pool", "") for _, sel in request) == ["", "gpu", "gpu"]
+    assert scale.reason("other", once) == "gang of 3"  # nor kept once nothing is asked for the gang
+    # the worker the what-if put on gpu-0 is asked for there, the two others on new nodes of the gpu pool
+    assert sorted(map(str, (sel for _, sel in request))) == sorted(map(str, [
+        {"ray.io/node-id": "gpu-0"}, {"cuberay.io/pool": "gpu"}, {"cuberay.io/pool": "gpu"}]))
     assert all(bundle[GPU] == 4 for bundle, _ in request)
     assert set(st.ledger.nodes) == {"gpu-0"}
     assert "big" not in admitted(cycle(st))  # admission places on real nodes only
@@ -75,6 +78,9 @@ def test_admitted_work_keeps_its_nodes_when_nothing_waits() -> None:
     cycle(st)
     scale = scale_up_request(st, groups, now=1.0)
     assert [sel for _, sel in scale.bundles] == [{"ray.io/node-id": "gpu-0"}] and scale.workers == {}
+    mine = st.running.pop("running")  # the same allocation as other Ray work's usage: not cuberay's to keep
+    assert scale_up_request(st, groups, now=1.5).bundles == []
+    st.running["running"] = mine
     st.finish("running")
     assert scale_up_request(st, groups, now=2.0).bundles == []  # ended: the node may go when idle
 
@@ -119,3 +125,40 @@ def test_request_is_what_rays_request_resources_accepts() -> None:
         assert all(isinstance(k, str) and isinstance(v, float) and not isinstance(v, bool)
                    for k, v in bundle.items())
         assert validate_label_selector(selector) is None
+
+
+class _Cluster:
+    """Ray's request_resources as the controller calls it: records each request, or fails like an unreachable GCS."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[dict]] = []
+        self.down = False
+
+    def request_resources(self, bundles: list[dict], selectors: list[dict]) -> None:
+        if self.down:
+            raise ConnectionError("GCS unreachable")
+        self.requests.append(selectors)
+
+
+def test_reasons_say_asked_only_for_a_request_ray_took_and_never_stay_stale() -> None:
+    import asyncio
+
+    from cuberay.platform.control.scaling import ScaleRequests
+
+    st = state(_one_gpu_node())
+    cluster, groups = _Cluster(), parse_groups(GROUPS)
+    scaling = ScaleRequests(cluster, groups)
+    with with_headroom(st, groups):
+        submit(st, _gpu_job("big", workers=3))
+    asyncio.run(scaling.update(st, 0.0))
+    asyncio.run(scaling.update(st, 0.5))
+    assert len(cluster.requests) == 1  # unchanged: asked once
+    waits = {"big": "gang of 3"}
+    scaling.explain(waits)
+    assert waits["big"].startswith("waiting for new nodes:") and waits["big"].endswith("; gang of 3")
+    cluster.down = True
+    with with_headroom(st, groups):  # a gang for a new cpu node: the request changes, and Ray cannot take it
+        submit(st, JobRequest("cpu", "a", parse_worker(cpu="16"), 1, "pack"))
+    asyncio.run(scaling.update(st, 1.0))
+    scaling.explain(waits)
+    assert waits["big"] == "gang of 3"  # not "asked" when the ask failed, nor the last tick's text kept

@@ -7,8 +7,15 @@ from pathlib import Path
 import pytest
 
 from cuberay.errors import SpecError
-from cuberay.kuberay.tenant_shape import (FAKE_HEAD_TYPE, FAKE_PROVIDER, OBJECT_STORE_BYTES, autoscaling_config,
-                                          head_cpus, head_env, tenant_raycluster)
+from cuberay.kuberay.tenant_shape import (
+    FAKE_HEAD_TYPE,
+    FAKE_PROVIDER,
+    OBJECT_STORE_BYTES,
+    autoscaling_config,
+    head_cpus,
+    head_env,
+    tenant_raycluster,
+)
 from cuberay.platform.spec import load_platform
 
 PLATFORM = Path(__file__).resolve().parents[2] / "configs" / "tenant-cluster" / "platform.yaml"

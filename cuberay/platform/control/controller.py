@@ -55,6 +55,7 @@ from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.control.pipeline_service import PipelineService
 from cuberay.platform.control.reloading import Reload, persisted
+from cuberay.platform.control.scaling import ScaleRequests
 from cuberay.platform.control.serving import Serving
 from cuberay.platform.control.store import Store
 from cuberay.platform.control.submitting import Submitting
@@ -68,7 +69,7 @@ from cuberay.platform.policy.admission import (
     RunningJob,
     schedule,
 )
-from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, ScaleUp, parse_groups, scale_up_request
+from cuberay.platform.policy.autoscale import ENV_WORKER_GROUPS, parse_groups
 from cuberay.platform.policy.fit import platform_policy, platform_topology, tenant_quotas
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.states import JobState
@@ -107,8 +108,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.foreign = ForeignUsage(self.ledger)
         # On KubeRay: worker groups that may grow to maxReplicas (empty elsewhere).
         self.groups = parse_groups(os.environ.get(ENV_WORKER_GROUPS))
-        self._scale_request: list[Any] | None = None
-        self._scale_up = ScaleUp()  # the last request's new nodes per waiting gang (for their reasons)
+        self.scaling = ScaleRequests(self.cluster, self.groups)
         self._wake = asyncio.Event()
         self.serving = Serving(self.store, self.cluster.serve_rest(), self._tenant_storage)  # Serve's one writer
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
@@ -206,7 +206,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             available = await asyncio.to_thread(self.cluster.available)
             self.foreign.update(available)
             self._cycle(time.time())
-            await self._autoscale(time.time())
+            await self.scaling.update(self.state, time.time())
+            self.scaling.explain(self.waits)
             await self.drivers.stop_pending()
             await self._start_drivers(time.time())
             self._observe()
@@ -237,29 +238,6 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
                     self.store.add_event("node_joined", f"node {node_id} joined with {node.capacity}")
                     self._wake.set()
 
-    async def _autoscale(self, now: float) -> None:
-        """On KubeRay: ask Ray's autoscaler for the nodes that would let waiting gangs start."""
-        if not self.groups:
-            return
-        self._scale_up = scale_up_request(self.state, self.groups, now)
-        self._explain_scale_up()
-        request = self._scale_up.bundles
-        if request == self._scale_request:
-            return
-        self._scale_request = request
-        try:
-            await asyncio.to_thread(self.cluster.request_resources, [b for b, _ in request], [s for _, s in request])
-        except Exception as err:  # a hint to the autoscaler: never let it stop the admission loop
-            log.warning("could not ask the autoscaler for nodes: %s", err)
-            self._scale_request = None
-
-    def _explain_scale_up(self) -> None:
-        """A gang waiting for nodes the autoscaler was asked for says so (which groups, how many)."""
-        if not self._scale_up.workers:
-            return
-        for job_id, why in list(self.waits.items()):
-            self.waits[job_id] = self._scale_up.reason(job_id, why) or why
-
     # ------------------------------------------------------------------ admission
 
     def _cycle(self, now: float) -> None:
@@ -267,7 +245,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             return
         cycle = schedule(self.state, now)
         self.waits = dict(cycle.waits)
-        self._explain_scale_up()
+        self.scaling.explain(self.waits)
         if not cycle.complete:  # stopped at its time budget: the next tick continues without waiting
             self._wake.set()
         for d in cycle.decisions:

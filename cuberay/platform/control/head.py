@@ -180,6 +180,9 @@ def _ray_cli() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
 
 
+OTHER_CLUSTER_VARIABLES = ("RAY_ADDRESS", "CUBERAY_API_URL")  # where a client finds a head: never the new one
+
+
 def use_token_auth() -> None:
     """Send the cluster token from this process (and its children), as ``ray start --head`` expects."""
     os.environ["RAY_AUTH_MODE"] = "token"
@@ -204,7 +207,10 @@ def start(log_dir: Path, cpus: int | None = None, *, autoscaling: Callable[[str]
     """
     stop()
     head_id = uuid.uuid4().hex
-    env = {**os.environ, **(env or {}), "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
+    # A shell that ran `eval "$(cuberay env)"` for an earlier head still names that head: its processes would
+    # reach it (the controller's Jobs API client follows RAY_ADDRESS), not this one.
+    inherited = {k: v for k, v in os.environ.items() if k not in OTHER_CLUSTER_VARIABLES}
+    env = {**inherited, **(env or {}), "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
            sweep.MARK: head_id}
     package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -233,6 +239,8 @@ def start(log_dir: Path, cpus: int | None = None, *, autoscaling: Callable[[str]
              "temp_dir": temp_dir, "head_id": head_id, "address_file": _address_file()}
     _write_state(state)
     _wait_listening(proc, ip, port, log_file)
+    # The controller connects to the Jobs API as it starts: on a loaded machine the dashboard binds seconds later.
+    _wait_listening(proc, "127.0.0.1", dashboard_port, log_file)
     _publish_address(state["address"], state["address_file"])
     return state
 

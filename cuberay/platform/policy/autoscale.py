@@ -85,15 +85,15 @@ class ScaleUp:
     workers: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> worker group -> its workers there
     new_nodes: dict[str, int] = field(default_factory=dict)  # worker group -> nodes the request adds
 
-    def reason(self, job_id: str, waiting: str) -> str | None:
-        """Why ``job_id`` waits when it waits for new nodes (``waiting``: the cycle's own reason); else None."""
+    def reason(self, job_id: str, waiting: str) -> str:
+        """Why ``job_id`` waits (``waiting``: the cycle's own reason), with the new nodes asked for it, if any."""
+        if waiting.startswith(NEW_NODES):  # a reason kept from an earlier request: never repeat or keep it stale
+            waiting = waiting.split("; ", 1)[-1]
         asked = self.workers.get(job_id)
         if not asked:
-            return None
-        if waiting.startswith(NEW_NODES):  # a reason kept from an earlier cycle: explain it once
-            waiting = waiting.split("; ", 1)[-1]
-        groups = ", ".join(f"{_nodes(self.new_nodes.get(g, 0))} of worker group {g} (room for {w} of this gang's workers)"
-                           for g, w in sorted(asked.items()))
+            return waiting
+        groups = ", ".join(f"{_nodes(self.new_nodes.get(g, 0))} of worker group {g} (room for {w} of this gang's "
+                           f"workers)" for g, w in sorted(asked.items()))
         return f"{NEW_NODES} asked Ray's autoscaler for {groups}; {waiting}"
 
 
@@ -107,7 +107,8 @@ def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float)
     if not groups:
         return ScaleUp()
     held: list[Bundle] = [(alloc.request.to_ray(), {NODE_ID: slot.node_id})
-                          for alloc in state.ledger.allocations.values() for slot in alloc.slots]
+                          for job_id, alloc in state.ledger.allocations.items() if job_id in state.running
+                          for slot in alloc.slots]  # cuberay's own jobs: what other Ray work holds is not ours
     if not len(state.queue):
         return ScaleUp(held)
     with with_headroom(state, groups) as extra:
@@ -127,20 +128,25 @@ def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float)
             continue
         for node_id in d.node_ids:
             group = extra.get(node_id)
-            bundles.append((job.worker.to_ray(), {LABEL_POOL: group.pool} if group else {}))
+            # a new node by its pool; a worker the what-if put on a node that exists, on that node
+            bundles.append((job.worker.to_ray(), {LABEL_POOL: group.pool} if group else {NODE_ID: node_id}))
             if group:
                 new.setdefault(group.group, []).append(job.worker.to_ray())
                 mine = workers.setdefault(d.job_id, {})
                 mine[group.group] = mine.get(group.group, 0) + 1
+    room = {g.group: sum(1 for e in extra.values() if e.group == g.group) for g in groups}
     shapes = {g.group: g.resources for g in groups}
-    return ScaleUp(bundles, workers, {g: packed_nodes(b, shapes[g]) for g, b in new.items()})
+    return ScaleUp(bundles, workers, {g: min(room[g], packed_nodes(b, shapes[g])) for g, b in new.items()})
 
 
 def packed_nodes(bundles: list[dict[str, float]], shape: Mapping[str, float]) -> int:
     """How many nodes of ``shape`` hold ``bundles``, first fit largest first (how the autoscaler packs a
     request: it does not spread, so a spread gang's workers may share a new node)."""
+    def share(bundle: dict[str, float]) -> float:  # the largest fraction of the node it takes
+        return max((v / shape[k] for k, v in bundle.items() if shape.get(k)), default=0.0)
+
     free: list[dict[str, float]] = []
-    for bundle in sorted(bundles, key=lambda b: sorted(b.values(), reverse=True), reverse=True):
+    for bundle in sorted(bundles, key=share, reverse=True):
         # Only what the shape counts: a worker's accelerator_type marker is matched by the group's labels.
         counted = {k: v for k, v in bundle.items() if k in shape}
         node = next((n for n in free if all(n[k] + 1e-9 >= v for k, v in counted.items())), None)
