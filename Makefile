@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+FW     := $(VENV)/.frameworks
 # torch goes in first and pinned: this machine carries the CPU build of 2.13.0 on disk,
 # while an unpinned torch (asked for by ray[train]/deepspeed) pulls a multi-GB CUDA build. It goes in
 # under the constraints too, so its own dependencies (filelock, ...) land at the tested versions at once
@@ -11,9 +12,19 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: venv lock demo test unit integration e2e bench lint clean
+.PHONY: venv frameworks lock demo test unit integration e2e bench lint clean
 
 venv: $(STAMP)
+
+# TensorFlow, XGBoost, LightGBM, JAX and mpi4py (~700 MB installed) for the integration tier's framework
+# jobs: a second stamp, so `make demo` never waits for them and `make test` installs them once.
+frameworks: $(FW)
+
+$(FW): $(STAMP)
+	@start=$$(date +%s); \
+	$(BIN)/python -m pip install --progress-bar off -c constraints.txt -e ".[frameworks]" && \
+	echo "frameworks installed in $$(( $$(date +%s) - start )) s"
+	touch $(FW)
 
 # The stamp makes re-runs instant; editing pyproject.toml re-installs.
 # constraints.txt pins every package to the version last tested (`make lock` writes it), so pip resolves
@@ -31,7 +42,7 @@ lock:
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
 	.venv-lock/bin/python -m pip install --quiet "$(TORCH)"
-	.venv-lock/bin/python -m pip install --quiet -e ".[test,plot,dev]"
+	.venv-lock/bin/python -m pip install --quiet -e ".[test,plot,dev,frameworks]"
 	{ sed -n '1,3p' constraints.txt; .venv-lock/bin/python -m pip freeze --exclude-editable; } > constraints.new
 	mv constraints.new constraints.txt && rm -rf .venv-lock
 
@@ -48,7 +59,7 @@ demo: venv
 # on 2 cores they were no faster (measured 2026-12-01: 24 min against 19).
 TIERS := e2e unit integration
 
-test: venv
+test: venv frameworks
 	@failed=""; \
 	for tier in $(TIERS); do \
 	  echo "== $$tier tier =="; \
@@ -59,7 +70,7 @@ test: venv
 unit: venv
 	$(PYTEST) tests/unit
 
-integration: venv
+integration: venv frameworks
 	$(PYTEST) tests/integration
 
 e2e: venv

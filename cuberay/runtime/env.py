@@ -23,8 +23,9 @@ Decisions, and why:
 - Layers, lowest first (:func:`compose_env`): soft defaults (``NCCL_DEBUG=INFO``,
   ``PYTHONUNBUFFERED=1`` so output streams) < the worker process's own environment
   < platform facts (``KFJ_*``, ``GPU_NUM``, ...) < the user's ``env`` < topology
-  names (rank, world, master, ``VC_*``), which nobody may override because a wrong
-  rank hangs the whole gang.
+  names (rank, world, master, ``VC_*``, and the other frameworks' ``TF_CONFIG``, ``JAX_*``,
+  ``PADDLE_*``, ``MLP_*`` of :mod:`cuberay.runtime.framework_env`), which nobody may override
+  because a wrong rank hangs the whole gang.
 
 Pure: no Ray import.
 """
@@ -37,12 +38,13 @@ import sys
 from typing import Mapping
 
 from cuberay.platform.api.records import JobIdentity
+from cuberay.runtime.framework_env import FRAMEWORK_NAMES, framework_env
 
 # Names that describe the gang itself; user env cannot override them.
 TOPOLOGY_NAMES = frozenset({
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "NNODES",
     "VC_TASK_INDEX", "VC_WORKER_NUM", "VC_WORKER_HOSTS",
-})
+}) | FRAMEWORK_NAMES
 # Defaults that yield even to the worker process's inherited environment.
 SOFT_DEFAULTS: dict[str, str] = {"NCCL_DEBUG": "INFO", "PYTHONUNBUFFERED": "1"}
 # The Ray node id the worker runs on (read from Ray inside the worker), for logs and tests.
@@ -103,8 +105,13 @@ def topology_env(*, rank: int, world_size: int, master_addr: str, master_port: i
 
 def worker_env(*, rank: int, world_size: int, master_addr: str, master_port: int,
                hosts: list[str], gpus_per_worker: float, job: JobIdentity,
-               node_id: str = "") -> dict[str, str]:
-    """Every name cuberay sets for one worker (layer them with :func:`compose_env`)."""
+               node_id: str = "", endpoints: list[str] | None = None,
+               coordinator_port: int | None = None) -> dict[str, str]:
+    """Every name cuberay sets for one worker (layer them with :func:`compose_env`).
+
+    ``endpoints[i]`` is worker i's own ``ip:port`` (TensorFlow's and Paddle's peers) and
+    ``coordinator_port`` JAX's on worker 0; without them a one-worker gang uses its master port.
+    """
     env = dict(SOFT_DEFAULTS)
     env.update(identity_env(job))
     env["GPU_NUM"] = str(gpu_num(gpus_per_worker))
@@ -114,6 +121,12 @@ def worker_env(*, rank: int, world_size: int, master_addr: str, master_port: int
         env[NODE_ID_NAME] = node_id
     env.update(topology_env(rank=rank, world_size=world_size, master_addr=master_addr,
                             master_port=master_port, hosts=hosts))
+    if endpoints is None and world_size == 1:
+        endpoints = [f"{master_addr}:{master_port}"]
+    if endpoints is not None:
+        env.update(framework_env(rank=rank, endpoints=endpoints, master_addr=master_addr,
+                                 master_port=master_port, coordinator_port=coordinator_port or master_port,
+                                 gpu_num=gpu_num(gpus_per_worker)))
     return env
 
 

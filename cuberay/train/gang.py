@@ -12,8 +12,13 @@ Job log while the job runs. The first worker to fail stops the gang.
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 from typing import IO, Mapping
 
@@ -28,41 +33,77 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from cuberay.runtime.env import JobIdentity, compose_env, worker_env
 from cuberay.runtime.process import KILL_GRACE_S, POLL_S, CommandProcess
-from cuberay.train import nccl, usage
+from cuberay.train import mpi, nccl, usage
 
 EXIT_TIMEOUT = 124  # what coreutils' `timeout` returns; CubeStudio users know it
 EXIT_WORKER_LOST = 1  # an actor died under its command (node lost, OOM-killed)
 EXIT_CANNOT_START = 126  # bash's "cannot execute": e.g. the working_dir is missing on a node
 PROGRESS_S = 10.0  # how often the driver says it is still waiting for the reservation
 
-@ray.remote(max_concurrency=2)  # a stop must not queue behind a blocking poll
+@ray.remote(max_concurrency=4)  # a stop must not queue behind a blocking poll or an MPI daemon's launch
 class GangWorker:
-    """One gang member: runs in its bundle, owns one :class:`CommandProcess`."""
+    """One gang member: runs in its bundle, owns one :class:`CommandProcess` (and, under MPI, the daemons
+    mpirun starts through it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
+        self._name = name
         self._proc: CommandProcess | None = None
         self._sampler: usage.PeakSampler | None = None
+        self._env: dict[str, str] = {}
+        self._cwd: str | None = None
+        self._launched: list[subprocess.Popen] = []
+        self._scratches: list[str] = []
 
-    def node(self) -> tuple[str, str]:
-        """(Ray node id, node IP) of the node Ray placed this worker on."""
-        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+    def node(self) -> tuple[str, str, str, bool]:
+        """(Ray node id, node IP, hostname, runs as root) of the node Ray placed this worker on."""
+        return (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), socket.gethostname(),
+                os.geteuid() == 0)
 
     def nccl_env(self, use_rdma: bool, fabric: str | None, user: dict[str, str]) -> dict[str, str]:
         """NCCL's environment from this node's own NICs (each node may differ)."""
         return nccl.worker_nccl_env(ray.util.get_node_ip_address(), rdma_fabric=fabric, use_rdma=use_rdma,
                                     user_env=user)
 
-    def free_port(self) -> int:
-        with socket.socket() as sock:
-            sock.bind(("", 0))
-            return int(sock.getsockname()[1])
+    def free_ports(self, n: int) -> list[int]:
+        """``n`` distinct ports free on this node (held together while chosen, so they differ)."""
+        socks = [socket.socket() for _ in range(n)]
+        try:
+            for sock in socks:
+                sock.bind(("", 0))
+            return [int(sock.getsockname()[1]) for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+
+    def hold(self, worker: dict[str, str], user: dict[str, str], cwd: str | None) -> None:
+        """Keep this worker's environment for commands started in it later (MPI's daemons)."""
+        self._env, self._cwd = compose_env(worker, base=os.environ, user=user), cwd
 
     def start(self, command: str, worker: dict[str, str], user: dict[str, str],
               cwd: str | None) -> int:
-        env = compose_env(worker, base=os.environ, user=user)
-        self._proc = CommandProcess(command, env, cwd)
+        self.hold(worker, user, cwd)
+        self._proc = CommandProcess(command, self._env, cwd)
         self._sampler = usage.PeakSampler(self._proc.pid).start()
         return self._proc.pid
+
+    def prepare_mpi(self, hosts: list[str], slots: int) -> tuple[str, str, str]:
+        """(hostfile, agent, Ray address) for mpirun on this worker's node; files removed at stop()."""
+        scratch = tempfile.mkdtemp(prefix="cuberay-mpi-")
+        self._scratches.append(scratch)
+        hostfile_path, agent_path = mpi.write_launcher_files(scratch, hosts=hosts, slots=slots,
+                                                             python=sys.executable)
+        return hostfile_path, agent_path, ray.get_runtime_context().gcs_address
+
+    def launch(self, command: str) -> int:
+        """Run ``bash -c command`` here as sshd would for mpirun's agent; block until it exits."""
+        # Its own session directory: daemons of one job on one machine (Ray nodes sharing a hostname)
+        # would otherwise race on the same /tmp/ompi.HOST.UID/ path.
+        scratch = tempfile.mkdtemp(prefix="cuberay-orted-")
+        self._scratches.append(scratch)
+        env = {**self._env, mpi.AGENT_NAME: self._name, "OMPI_MCA_orte_tmpdir_base": scratch}
+        proc = subprocess.Popen(["bash", "-c", command], env=env, cwd=self._cwd, start_new_session=True)
+        self._launched.append(proc)
+        return proc.wait()
 
     def peaks(self) -> tuple[float, float]:
         """(peak cores, peak GiB) of the command's processes so far."""
@@ -75,12 +116,17 @@ class GangWorker:
     def stop(self) -> None:
         if self._proc is not None:
             self._proc.kill()
+        for proc in self._launched:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        for scratch in self._scratches:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, float],
                      env: dict[str, str], job: JobIdentity, working_dir: str | None = None,
                      timeout_s: float | None = None, out: IO[str] | None = None,
-                     rdma_fabric: str | None = None) -> int:
+                     rdma_fabric: str | None = None, mpi_slots: int | None = None) -> int:
     """Run ``command`` on one worker per node of ``node_ids``; return the gang's exit code.
 
     0 when every worker exits 0; the first non-zero exit code otherwise (the
@@ -88,6 +134,10 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
     cannot start the command; 1 if a worker's actor dies. The placement group is
     always removed. Output goes to ``out`` (default: ``sys.stdout`` at call time,
     which is the Ray Job log when this runs in a job driver).
+
+    With ``mpi_slots`` only worker 0 runs ``command`` (an ``mpirun`` line), with a
+    hostfile of every worker at ``mpi_slots`` slots each; the others start mpirun's
+    daemons when it asks (:mod:`cuberay.train.mpi`), and the gang ends with worker 0.
     """
     out = sys.stdout if out is None else out
     if not node_ids:
@@ -99,22 +149,40 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
         if not _wait_ready(pg, len(node_ids), deadline, out):
             return _say(out, EXIT_TIMEOUT, f"gang: timed out after {timeout_s}s waiting for "
                         f"the reservation; giving up")
-        workers = [_spawn(pg, i, bundle) for i in range(len(node_ids))]
-        envs = _worker_envs(workers, bundle, job, env, rdma_fabric)
+        names = mpi.host_names(f"cuberay-{secrets.token_hex(4)}", len(node_ids)) if mpi_slots else None
+        workers = [_spawn(pg, i, bundle, names[i] if names else None) for i in range(len(node_ids))]
+        envs, nodes = _worker_envs(workers, bundle, job, env, rdma_fabric)
         try:
-            ray.get([w.start.remote(command, e, dict(env), working_dir)
-                     for w, e in zip(workers, envs)])
+            if names and mpi_slots:
+                watched = _start_mpi(workers, envs, nodes, names, mpi_slots, command, env, working_dir, out)
+            else:
+                ray.get([w.start.remote(command, e, dict(env), working_dir) for w, e in zip(workers, envs)])
+                watched = workers
+                _say(out, 0, f"gang: started {len(workers)} workers, MASTER={envs[0]['MASTER_ADDR']}:"
+                     f"{envs[0]['MASTER_PORT']}")
         except ray.exceptions.RayTaskError as err:
             return _say(out, EXIT_CANNOT_START, f"gang: a worker could not start the command: "
                         f"{err.cause!r}; check working_dir {working_dir!r} exists on every node")
-        _say(out, 0, f"gang: started {len(workers)} workers, MASTER={envs[0]['MASTER_ADDR']}:"
-             f"{envs[0]['MASTER_PORT']}")
-        code = _stream(workers, deadline, out)
+        code = _stream(watched, deadline, out)
         if code == 0:
-            _report_usage(workers, job)
+            _report_usage(watched, job)
         return code
     finally:
         _teardown(workers, pg)
+
+
+def _start_mpi(workers: list[ray.actor.ActorHandle], envs: list[dict[str, str]], nodes: list[tuple],
+               names: list[str], slots: int, command: str, env: Mapping[str, str], working_dir: str | None,
+               out: IO[str]) -> list[ray.actor.ActorHandle]:
+    """Every worker holds its environment for mpirun's daemons; worker 0 runs ``command``. Returns [worker 0]."""
+    ray.get([w.hold.remote(e, dict(env), working_dir) for w, e in zip(workers, envs)])
+    hostfile_path, agent_path, address = ray.get(workers[0].prepare_mpi.remote(names, slots))
+    shared = len({hostname for _, _, hostname, _ in nodes}) < len(nodes)
+    launcher = {**envs[0], **mpi.launcher_env(hostfile_path=hostfile_path, agent_path=agent_path,
+                                              ray_address=address, shared_hostname=shared, as_root=nodes[0][3])}
+    ray.get(workers[0].start.remote(command, launcher, dict(env), working_dir))
+    _say(out, 0, f"gang: MPI launcher on worker 0, hostfile {', '.join(f'{n} slots={slots}' for n in names)}")
+    return workers[:1]
 
 
 def _usable(bundle: Mapping[str, float]) -> dict[str, float]:
@@ -146,8 +214,10 @@ def _wait_ready(pg: PlacementGroup, n: int, deadline: float | None, out: IO[str]
         _say(out, 0, f"gang: waiting for {n} bundles ({time.monotonic() - started:.0f}s)")
 
 
-def _spawn(pg: PlacementGroup, index: int, bundle: Mapping[str, float]) -> ray.actor.ActorHandle:
-    """A worker that holds exactly its bundle's resources, so nothing else fits in it."""
+def _spawn(pg: PlacementGroup, index: int, bundle: Mapping[str, float],
+           name: str | None = None) -> ray.actor.ActorHandle:
+    """A worker that holds exactly its bundle's resources, so nothing else fits in it; ``name`` makes it an
+    MPI host its agent can find."""
     resources = _usable(bundle)
     custom = {k: v for k, v in resources.items() if k not in ("CPU", "GPU", "memory")}
     strategy = PlacementGroupSchedulingStrategy(placement_group=pg,
@@ -156,23 +226,29 @@ def _spawn(pg: PlacementGroup, index: int, bundle: Mapping[str, float]) -> ray.a
         num_cpus=resources.get("CPU", 0), num_gpus=resources.get("GPU", 0),
         memory=int(resources["memory"]) if "memory" in resources else None,
         resources=custom, scheduling_strategy=strategy,
-    ).remote()
+        name=name, namespace=mpi.NAMESPACE if name else None,
+    ).remote(name or "")
 
 
 def _worker_envs(workers: list[ray.actor.ActorHandle], bundle: Mapping[str, float], job: JobIdentity,
-                 user: Mapping[str, str] | None = None, rdma_fabric: str | None = None) -> list[dict[str, str]]:
-    """Rank i's env; MASTER is rank 0's node IP and a port free there; NCCL's from each worker's node."""
+                 user: Mapping[str, str] | None = None,
+                 rdma_fabric: str | None = None) -> tuple[list[dict[str, str]], list[tuple]]:
+    """Rank i's env and node; MASTER is rank 0's node IP and a port free there, JAX's coordinator another;
+    each worker's own endpoint (TensorFlow's, Paddle's) a port free on its node; NCCL's from each node."""
     nodes = ray.get([w.node.remote() for w in workers])
-    port = ray.get(workers[0].free_port.remote())
+    ports = ray.get([w.free_ports.remote(3 if i == 0 else 1) for i, w in enumerate(workers)])
     use_rdma = float(bundle.get("rdma", 0)) > 0
     nccls = ray.get([w.nccl_env.remote(use_rdma, rdma_fabric, dict(user or {})) for w in workers])
-    hosts = [ip for _, ip in nodes]
-    return [
-        {**nccl_names, **worker_env(rank=i, world_size=len(workers), master_addr=hosts[0], master_port=port,
+    hosts = [node[1] for node in nodes]
+    endpoints = [f"{host}:{mine[-1]}" for host, mine in zip(hosts, ports)]
+    master_port, coordinator_port = ports[0][0], ports[0][1]
+    envs = [
+        {**nccl_names, **worker_env(rank=i, world_size=len(workers), master_addr=hosts[0], master_port=master_port,
                                     hosts=hosts, gpus_per_worker=float(bundle.get("GPU", 0)), job=job,
-                                    node_id=node_id)}
-        for i, ((node_id, _), nccl_names) in enumerate(zip(nodes, nccls))
+                                    node_id=node[0], endpoints=endpoints, coordinator_port=coordinator_port)}
+        for i, (node, nccl_names) in enumerate(zip(nodes, nccls))
     ]
+    return envs, nodes
 
 
 def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: IO[str]) -> int:
@@ -201,7 +277,7 @@ def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: I
             elif code != 0:
                 return _say(out, code, f"gang: worker {rank} exited with code {code}; "
                             f"stopping the gang")
-    return _say(out, 0, f"gang: all {len(workers)} workers exited 0")
+    return _say(out, 0, f"gang: all {len(workers)} workers exited 0" if len(workers) > 1 else "gang: worker 0 exited 0")
 
 
 def _report_usage(workers: list[ray.actor.ActorHandle], job: JobIdentity) -> None:

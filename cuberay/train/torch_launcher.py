@@ -1,4 +1,5 @@
-"""Function-mode training: a user's train loop under Ray Train V2's TorchTrainer.
+"""Function-mode training: a user's train loop under Ray Train V2's TorchTrainer (or the trainer of another
+framework, :mod:`cuberay.train.trainers`).
 
 Worker i is pinned to ``node_ids[i]``: Ray Train V2's ``ScalingConfig.label_selector``
 takes one selector per worker (ray/train/v2/api/config.py: a list must have
@@ -22,10 +23,10 @@ from typing import Any, Callable, Mapping
 
 import ray.train
 from ray.train import FailureConfig, RunConfig, ScalingConfig
-from ray.train.torch import TorchConfig, TorchTrainer
 
 from cuberay.errors import JobFailedError, SpecError
 from cuberay.train import nccl, usage
+from cuberay.train.trainers import framework_kwargs, trainer_class
 
 
 def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
@@ -101,8 +102,9 @@ def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
                        name: str, max_failures: int = 0,
                        deepspeed_config: dict | None = None, callbacks: list | None = None,
                        env: Mapping[str, str] | None = None, rdma_fabric: str | None = None,
-                       job_id: str | None = None) -> dict:
-    """Train ``entrypoint`` on one worker per node id; return metrics and checkpoint path.
+                       job_id: str | None = None, backend: str = "torch") -> dict:
+    """Train ``entrypoint`` on one worker per node id under ``backend``'s Ray Train trainer; return metrics and
+    checkpoint path.
 
     Returns ``{"metrics": <rank 0's last report>, "checkpoint_path": str | None,
     "path": <run directory>}``. A restarted run with the same ``name`` and
@@ -116,11 +118,10 @@ def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
     use_rdma = float(resources_per_worker.get("rdma", 0)) > 0
     loop = functools.partial(with_node_env, load_entrypoint(entrypoint), dict(env or {}), use_rdma,
                              rdma_fabric, use_gpu, job_id)
-    trainer = TorchTrainer(
+    trainer = trainer_class(backend)(
         train_loop_per_worker=loop,
         train_loop_config=loop_config,
-        # gloo on CPU; NCCL when workers hold GPUs (Ray's own default, said explicitly).
-        torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
+        **framework_kwargs(backend, use_gpu),
         scaling_config=scaling_config(node_ids, resources_per_worker, use_gpu),
         run_config=RunConfig(name=name, storage_path=storage_path,
                              failure_config=FailureConfig(max_failures=max_failures),

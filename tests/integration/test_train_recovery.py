@@ -23,7 +23,7 @@ from cuberay.platform.control.store import Store
 from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 
-RESUMED = re.compile(r"resumed from checkpoint: epoch (\d+)")
+RESUMED = re.compile(r"resumed from checkpoint: (?:epoch|round) (\d+)")  # the examples' line (round: GBDT)
 CHECKPOINT = re.compile(r"checkpoint (/\S+)")
 FINAL = re.compile(r"final metrics (\{.*\})")
 

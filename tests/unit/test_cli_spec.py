@@ -79,7 +79,9 @@ def test_every_config_validates_with_its_import_paths(capsys: pytest.CaptureFixt
     assert paths == {"cuberay.examples.digits:train_func", "cuberay.examples.elastic:train_func",
                      "cuberay.examples.echo_serve:Echo", "cuberay.examples.serve_graph:app",
                      "cuberay.examples.serve_graph:app_v2",
-                     "cuberay.examples.branin:trial", "../tune/trial.py:main"}  # the raw file's code_dir
+                     "cuberay.examples.branin:trial", "../tune/trial.py:main",  # the raw file's code_dir
+                     "cuberay.examples.digits_tf:train_func", "cuberay.examples.digits_gbdt:train_xgboost",
+                     "cuberay.examples.digits_gbdt:train_lightgbm"}
 
 
 def test_the_example_trace_loads() -> None:

@@ -62,7 +62,8 @@ def _platform(**spec: Any) -> Platform:
 # ---------------------------------------------------------------- the shipped configs
 
 def _config_files(root: Path) -> list[Path]:
-    return [root / "configs" / "platform.yaml", *sorted((root / "configs" / "jobs").glob("*.yaml"))]
+    return [root / "configs" / "platform.yaml", *sorted((root / "configs" / "jobs").glob("*.yaml")),
+            *sorted((root / "configs" / "frameworks").glob("*.yaml"))]
 
 
 def test_every_config_file_validates(repo_root: Path) -> None:

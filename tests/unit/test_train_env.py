@@ -21,6 +21,7 @@ from cuberay.runtime.env import (
     gpu_num,
     worker_env,
 )
+from cuberay.runtime.framework_env import FRAMEWORK_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOB = JobIdentity(job_id="job-7f3a", name="bert-ft", tenant="nlp", user="alice", run_id="run-1",
@@ -31,12 +32,13 @@ HOSTS = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
 def env_for(rank: int = 1, *, gpus: float = 2.0, job: JobIdentity = JOB, hosts: list[str] = HOSTS,
             node_id: str = "") -> dict[str, str]:
     return worker_env(rank=rank, world_size=len(hosts), master_addr=hosts[0], master_port=29500,
-                      hosts=hosts, gpus_per_worker=gpus, job=job, node_id=node_id)
+                      hosts=hosts, gpus_per_worker=gpus, job=job, node_id=node_id,
+                      endpoints=[f"{h}:2222" for h in hosts], coordinator_port=29600)
 
 
 def test_every_cubestudio_name_is_set_for_a_worker() -> None:
     env = env_for(rank=1)
-    assert {k: env[k] for k in TOPOLOGY_NAMES} == {
+    assert {k: env[k] for k in TOPOLOGY_NAMES - FRAMEWORK_NAMES} == {
         "RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "NODE_RANK": "1", "NNODES": "3",
         "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
         "VC_TASK_INDEX": "1", "VC_WORKER_NUM": "3", "VC_WORKER_HOSTS": "10.0.0.1,10.0.0.2,10.0.0.3",

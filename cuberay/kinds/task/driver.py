@@ -8,13 +8,13 @@ from cuberay.platform.api.records import JobContext
 from cuberay.platform.runner import EXIT_FAILED, EXIT_OK, say
 
 
-def run(job: Any, ctx: JobContext) -> int:
+def run(job: Any, ctx: JobContext, mpi_slots: int | None = None) -> int:
     from cuberay.train.gang import run_command_gang
 
     code = run_command_gang(
         job.spec.command, node_ids=list(ctx.node_ids), bundle=job.worker_request().to_ray(),
         env=dict(job.spec.env), job=ctx.identity, timeout_s=job.max_runtime_s,
-        rdma_fabric=job.worker_request().rdma_fabric)
+        rdma_fabric=job.worker_request().rdma_fabric, mpi_slots=mpi_slots)
     if code != 0:
         say(f"the gang exited with code {code}")
     return EXIT_OK if code == 0 else EXIT_FAILED

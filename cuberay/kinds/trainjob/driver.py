@@ -1,5 +1,5 @@
-"""The TrainJob driver: Ray Train's TorchTrainer in function mode, worker i pinned to node i; a command gang in
-command mode."""
+"""The TrainJob driver: the Ray Train trainer of the spec's backend in function mode, worker i pinned to node i;
+a command gang in command mode (an MPI launcher and its hosts with ``mpi``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from cuberay.platform.runner import EXIT_OK, say
 
 def run(job: Any, ctx: JobContext) -> int:
     if not job.spec.entrypoint:
-        return run_command_gang(job, ctx)
+        return run_command_gang(job, ctx, mpi_slots=job.spec.mpi.slots_per_worker if job.spec.mpi else None)
     from cuberay.train.checkpoints import CheckpointReporter
     from cuberay.train.torch_launcher import run_train_function
 
@@ -31,7 +31,7 @@ def run(job: Any, ctx: JobContext) -> int:
             max_failures=job.spec.max_failures,
             deepspeed_config=job.spec.deepspeed_config(),
             callbacks=[CheckpointReporter(job_id, attempt)],
-            env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=job_id)
+            env=dict(job.spec.env), rdma_fabric=request.rdma_fabric, job_id=job_id, backend=job.spec.backend)
 
     if job.min_workers == job.max_workers:
         result = run_once(list(ctx.node_ids))

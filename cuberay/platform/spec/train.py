@@ -7,20 +7,39 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 import cuberay.platform.spec.deepspeed as ds
-from cuberay.platform.spec.common import ImportPath
+from cuberay.platform.spec.common import ImportPath, SpecModel
 from cuberay.platform.spec.load import FieldError
 from cuberay.platform.spec.workload import JobBase, WorkloadSpec
+
+# Function mode: the Ray Train trainer each framework runs under (cuberay/train/trainers.py).
+Framework = Literal["torch", "deepspeed", "tensorflow", "xgboost", "lightgbm"]
+
+
+class MpiLaunch(SpecModel):
+    """Command mode as an MPI job: worker 0 runs the command (an mpirun line) with the gang as its hosts."""
+
+    slots_per_worker: int = Field(1, ge=1, description="MPI ranks each worker's node takes (the hostfile's "
+                                                       "slots=), as the MPI operator's slotsPerWorker; mpirun "
+                                                       "without -np starts workers x slots ranks.")
 
 
 class TrainSpec(WorkloadSpec):
     """A distributed training gang: a Ray Train function, or a command on every worker."""
 
-    entrypoint: ImportPath | None = Field(None, description='Function mode: "pkg.module:train_func", run by a Ray '
-                                                            'Train TorchTrainer. Exactly one of entrypoint, command.')
+    entrypoint: ImportPath | None = Field(None, description='Function mode: "pkg.module:train_func", run by the Ray '
+                                                            'Train trainer of backend. Exactly one of entrypoint, '
+                                                            'command.')
     command: str | None = Field(None, description="Command mode: a shell command each worker runs with RANK, "
-                                                  "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, VC_* set.")
+                                                  "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, VC_*, TF_CONFIG, JAX_*, "
+                                                  "PADDLE_* and MLP_* set.")
     config: dict[str, Any] = Field(default_factory=dict, description="Passed to train_func (function mode).")
-    backend: Literal["torch", "deepspeed"] = Field("torch", description="torch (DDP) or deepspeed (function mode).")
+    backend: Framework = Field("torch", description="Function mode's framework: torch (DDP), deepspeed, "
+                                                    "tensorflow (MultiWorkerMirroredStrategy), xgboost or lightgbm, "
+                                                    "each under its Ray Train trainer.")
+    mpi: MpiLaunch | None = Field(None, description="Command mode: run command once, on worker 0, as an MPI "
+                                                    "launcher (mpirun, mpiexec, horovodrun) whose hostfile is the "
+                                                    "gang; remote ranks start in the gang's own workers, no ssh. "
+                                                    "null = every worker runs command.")
     deepspeed: dict[str, Any] | str | None = Field(
         None, description="backend: deepspeed. A DeepSpeed JSON config (zero_optimization stage 0-3, offload, "
                           "bf16/fp16, gradient_accumulation_steps, train_micro_batch_size_per_gpu, ...) or the "
@@ -48,8 +67,12 @@ class TrainSpec(WorkloadSpec):
                 if bad:
                     raise FieldError([field], f"{field} applies to function mode (entrypoint) only; in command "
                                               f"mode pass settings on the command line")
+        if self.mpi is not None and self.command is None:
+            raise FieldError(["mpi"], "mpi applies to command mode: set command to the mpirun line "
+                                      "(e.g. 'mpirun python train.py') instead of entrypoint")
         if self.deepspeed is not None and self.backend != "deepspeed":
-            raise FieldError(["backend"], "a deepspeed config is set but backend is torch; set backend: deepspeed")
+            raise FieldError(["backend"], f"a deepspeed config is set but backend is {self.backend}; "
+                                          f"set backend: deepspeed")
         if isinstance(self.deepspeed, dict):
             ds.check(self.deepspeed, self.workers if isinstance(self.workers, int) else None)
         return self

@@ -1,0 +1,124 @@
+"""Frameworks in the spec: backends of function mode, MPI in command mode, their schema, errors and renders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cuberay.cli import main
+from cuberay.errors import SpecError
+from cuberay.platform.spec import job_schema, load_spec
+from cuberay.train import mpi
+from cuberay.train.trainers import TRAINERS, trainer_class
+
+REPO = Path(__file__).resolve().parents[2]
+FRAMEWORKS = REPO / "configs" / "frameworks"
+PLATFORM = str(REPO / "configs" / "platform.yaml")
+
+
+def spec_file(tmp_path: Path, **spec: object) -> Path:
+    body = {"workers": 2, **spec}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "cuberay.io/v1alpha1", "kind": "TrainJob",
+                                    "metadata": {"name": "fw"}, "spec": body}))
+    return path
+
+
+def test_the_schema_lists_every_framework_and_describes_mpi() -> None:
+    train = job_schema()["$defs"]["TrainSpec"]["properties"]
+    assert train["backend"]["enum"] == ["torch", "deepspeed", "tensorflow", "xgboost", "lightgbm"]
+    assert "framework" in train["backend"]["description"]
+    launch = job_schema()["$defs"]["MpiLaunch"]["properties"]["slots_per_worker"]
+    assert launch["minimum"] == 1 and "hostfile" in launch["description"]
+    assert set(TRAINERS) == set(train["backend"]["enum"])
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    ({"entrypoint": "m:f", "backend": "tensorflw"}, ["spec.backend", "'tensorflw' is not allowed",
+                                                       "did you mean 'tensorflow'"]),
+    ({"entrypoint": "m:f", "mpi": {"slots_per_worker": 2}}, ["spec.mpi", "command mode", "mpirun"]),
+    ({"command": "mpirun x", "mpi": {"slots_per_worker": 0}}, ["spec.mpi.slots_per_worker", "1"]),
+    ({"command": "python x.py", "backend": "xgboost"}, ["spec.backend", "function mode"]),
+    ({"entrypoint": "m:f", "backend": "xgboost", "deepspeed": {}}, ["backend is xgboost", "deepspeed"]),
+])
+def test_bad_framework_input_names_the_field_and_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         spec: dict, words: list[str]) -> None:
+    assert main(["spec", "validate", str(spec_file(tmp_path, **spec))]) == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, err
+
+
+@pytest.mark.parametrize("path", sorted(FRAMEWORKS.glob("*.yaml")), ids=lambda p: p.name)
+def test_each_framework_example_renders_as_a_rayjob_running_cuberay_run(path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # On Kubernetes nothing new is needed: the RayJob's driver is `cuberay run`, which runs the same adapter.
+    assert main(["kube", "render-job", str(path), "--platform", PLATFORM, "-o", "yaml"]) == 0
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    rayjob = objects[-1]
+    assert rayjob["kind"] == "RayJob" and rayjob["spec"]["entrypoint"].endswith("cuberay run /etc/cuberay/job.yaml")
+    carried = yaml.safe_load(next(o for o in objects if o["kind"] == "ConfigMap")["data"]["job.yaml"])
+    assert carried["spec"] == yaml.safe_load(path.read_text())["spec"] | carried["spec"]
+
+
+def test_the_framework_examples_cover_every_new_framework() -> None:
+    jobs = [load_spec(p) for p in sorted(FRAMEWORKS.glob("*.yaml"))]
+    assert {j.spec.backend for j in jobs if j.spec.entrypoint} == {"tensorflow", "xgboost", "lightgbm"}
+    commands = " ".join(j.spec.command for j in jobs if j.spec.command)
+    assert "mpirun" in commands and "jax_collective" in commands and "PADDLE_TRAINER_ENDPOINTS" in commands
+    assert [j.spec.mpi.slots_per_worker for j in jobs if j.spec.mpi] == [2]
+
+
+def test_a_framework_not_installed_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def no_tensorflow(name: str, *args: object) -> object:
+        if name == "ray.train.tensorflow":
+            raise ImportError("No module named 'tensorflow'")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_tensorflow)
+    with pytest.raises(SpecError, match="needs tensorflow-cpu .*runtime_env pip"):
+        trainer_class("tensorflow")
+    with pytest.raises(SpecError, match="not one of torch"):
+        trainer_class("mxnet")
+
+
+# ---------------------------------------------------------------- the MPI launcher's files and names
+
+def test_hostfile_names_each_worker_by_its_actor_with_its_slots() -> None:
+    hosts = mpi.host_names("cuberay-ab12", 3)
+    assert hosts == ["cuberay-ab12-w0", "cuberay-ab12-w1", "cuberay-ab12-w2"]
+    assert mpi.hostfile(hosts, 2) == "cuberay-ab12-w0 slots=2\ncuberay-ab12-w1 slots=2\ncuberay-ab12-w2 slots=2\n"
+    with pytest.raises(ValueError, match="slots"):
+        mpi.hostfile(hosts, 0)
+
+
+@pytest.mark.parametrize(("shared", "root"), [(True, True), (False, False)])
+def test_launcher_env_turns_off_shared_memory_only_for_a_shared_hostname(shared: bool, root: bool) -> None:
+    env = mpi.launcher_env(hostfile_path="/h", agent_path="/a", ray_address="10.0.0.1:6379", shared_hostname=shared,
+                           as_root=root)
+    assert env["OMPI_MCA_orte_default_hostfile"] == "/h" and env["OMPI_MCA_plm_rsh_agent"] == "/a"
+    assert env["OMPI_MCA_plm_rsh_no_tree_spawn"] == env["OMPI_MCA_orte_leave_session_attached"] == "1"
+    assert env[mpi.ADDRESS_NAME] == "10.0.0.1:6379"
+    assert ("OMPI_MCA_btl" in env) is shared
+    assert ("OMPI_ALLOW_RUN_AS_ROOT" in env) is root and ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM" in env) is root
+
+
+def test_the_agent_script_runs_this_python_even_from_a_path_with_spaces(tmp_path: Path) -> None:
+    directory = tmp_path / "a dir; $(touch pwned)"
+    directory.mkdir()
+    hostfile_path, agent_path = mpi.write_launcher_files(str(directory), hosts=["h-w0"], slots=1,
+                                                         python=sys.executable)
+    assert Path(hostfile_path).read_text() == "h-w0 slots=1\n"
+    # Without its Ray address the agent refuses, and says under what it runs; nothing else ran.
+    result = subprocess.run([agent_path, "h-w0", "orted"], capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    assert result.returncode == 2 and mpi.ADDRESS_NAME in result.stderr, result
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
