@@ -2,9 +2,9 @@
 
 Every worker of a cuberay command gang has ``JAX_COORDINATOR_ADDRESS`` (worker 0's node and a port free
 there), ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``. ``jax.distributed.initialize`` reads the first
-itself; the count and id are passed from the environment. Each process then contributes ``id + 1`` to a
-sum over all processes' devices (a ``psum`` under ``shard_map`` on a global mesh), which every process
-prints with its Ray node (``n (n + 1) / 2`` for ``n`` processes). On CPU the collective goes over gloo.
+itself; the count and id are passed from the environment. Each process puts ``id + 1`` on each of its
+devices, one shard of a global array over every process's devices; a jitted sum of it (a cross-process
+reduction XLA runs as a collective) is printed by every process with its Ray node. On CPU it goes over gloo.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each rank adds ``rank + 1``; every rank prints the sum (``n (n + 1) / 2`` for ``n`` ranks), the Ray node
 it runs on and the gang host whose agent started it (``CUBERAY_NODE_ID``, ``CUBERAY_MPI_AGENT``: set by
-cuberay's MPI agent on the worker that started this rank's daemon).
+cuberay's MPI agent on the worker that started this rank's daemon), and the gang's ``RANK`` if it leaked in
+(``-``: the daemons do not pass the workers' rank names on; a rank's place is Open MPI's).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def main() -> None:
     expected = size * (size + 1) // 2
     status = "ok" if total == expected else f"WRONG (expected {expected})"
     print(f"mpi allreduce {status} rank={rank} size={size} sum={total} node={os.environ.get('CUBERAY_NODE_ID', '')} "
-          f"agent={os.environ.get('CUBERAY_MPI_AGENT', '')}", flush=True)
+          f"agent={os.environ.get('CUBERAY_MPI_AGENT', '')} gang_rank={os.environ.get('RANK', '-')}", flush=True)
     if total != expected:
         raise SystemExit(1)
 

@@ -110,7 +110,8 @@ def worker_env(*, rank: int, world_size: int, master_addr: str, master_port: int
     """Every name cuberay sets for one worker (layer them with :func:`compose_env`).
 
     ``endpoints[i]`` is worker i's own ``ip:port`` (TensorFlow's and Paddle's peers) and
-    ``coordinator_port`` JAX's on worker 0; without them a one-worker gang uses its master port.
+    ``coordinator_port`` JAX's on worker 0. The other frameworks' names come only with ``endpoints``
+    (a command gang): a small job's one process keeps a ``TF_CONFIG`` of its own.
     """
     env = dict(SOFT_DEFAULTS)
     env.update(identity_env(job))
@@ -121,8 +122,6 @@ def worker_env(*, rank: int, world_size: int, master_addr: str, master_port: int
         env[NODE_ID_NAME] = node_id
     env.update(topology_env(rank=rank, world_size=world_size, master_addr=master_addr,
                             master_port=master_port, hosts=hosts))
-    if endpoints is None and world_size == 1:
-        endpoints = [f"{master_addr}:{master_port}"]
     if endpoints is not None:
         env.update(framework_env(rank=rank, endpoints=endpoints, master_addr=master_addr,
                                  master_port=master_port, coordinator_port=coordinator_port or master_port,

@@ -31,7 +31,7 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from cuberay.runtime.env import JobIdentity, compose_env, worker_env
+from cuberay.runtime.env import TOPOLOGY_NAMES, JobIdentity, compose_env, worker_env
 from cuberay.runtime.process import KILL_GRACE_S, POLL_S, CommandProcess
 from cuberay.train import mpi, nccl, usage
 
@@ -53,6 +53,7 @@ class GangWorker:
         self._cwd: str | None = None
         self._launched: list[subprocess.Popen] = []
         self._scratches: list[str] = []
+        self._stopped = False
 
     def node(self) -> tuple[str, str, str, bool]:
         """(Ray node id, node IP, hostname, runs as root) of the node Ray placed this worker on."""
@@ -96,11 +97,16 @@ class GangWorker:
 
     def launch(self, command: str) -> int:
         """Run ``bash -c command`` here as sshd would for mpirun's agent; block until it exits."""
+        if self._stopped:
+            return 255  # the gang is stopping: ssh's code for a host that cannot be reached
         # Its own session directory: daemons of one job on one machine (Ray nodes sharing a hostname)
         # would otherwise race on the same /tmp/ompi.HOST.UID/ path.
         scratch = tempfile.mkdtemp(prefix="cuberay-orted-")
         self._scratches.append(scratch)
-        env = {**self._env, mpi.AGENT_NAME: self._name, "OMPI_MCA_orte_tmpdir_base": scratch}
+        # No gang rank names: under mpirun a process's rank is Open MPI's (OMPI_COMM_WORLD_*), and this
+        # worker's RANK/WORLD_SIZE would give several ranks the same, wrong, torch.distributed identity.
+        env = {k: v for k, v in self._env.items() if k not in TOPOLOGY_NAMES}
+        env.update({mpi.AGENT_NAME: self._name, "OMPI_MCA_orte_tmpdir_base": scratch})
         proc = subprocess.Popen(["bash", "-c", command], env=env, cwd=self._cwd, start_new_session=True)
         self._launched.append(proc)
         return proc.wait()
@@ -114,6 +120,7 @@ class GangWorker:
         return self._proc.poll(wait_s)
 
     def stop(self) -> None:
+        self._stopped = True
         if self._proc is not None:
             self._proc.kill()
         for proc in self._launched:
@@ -164,7 +171,9 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
             return _say(out, EXIT_CANNOT_START, f"gang: a worker could not start the command: "
                         f"{err.cause!r}; check working_dir {working_dir!r} exists on every node")
         code = _stream(watched, deadline, out)
-        if code == 0:
+        # Under MPI the ranks run under the daemons, outside worker 0's command: its peaks would be mpirun's
+        # alone and would shrink the job's corrected request, so an MPI run reports none.
+        if code == 0 and not mpi_slots:
             _report_usage(watched, job)
         return code
     finally:

@@ -30,14 +30,25 @@ def main(argv: list[str]) -> int:
         return 2
     import ray
 
-    ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR)
+    except Exception as err:  # noqa: BLE001 - any failure to reach Ray is this host being unreachable
+        return _unreachable(host, f"cannot connect to the Ray cluster at {address} ({err})")
     try:
         worker = ray.get_actor(host, namespace=NAMESPACE)
     except ValueError:
-        print(f"cuberay mpi agent: no gang worker named {host!r}; mpirun's hosts must come from the gang's "
-              f"hostfile ($OMPI_MCA_orte_default_hostfile), not -H or another hostfile", file=sys.stderr)
-        return 255  # ssh's code for a connection that failed
-    return int(ray.get(worker.launch.remote(command)))
+        return _unreachable(host, "no gang worker has that name; mpirun's hosts must come from the gang's hostfile "
+                                  "($OMPI_MCA_orte_default_hostfile), not -H or another hostfile")
+    try:
+        code = int(ray.get(worker.launch.remote(command)))
+    except ray.exceptions.RayError as err:
+        return _unreachable(host, f"the gang worker could not run mpirun's daemon ({err}); its node may be lost")
+    return code if code >= 0 else 128 - code  # a daemon killed by signal N exits 128+N, as a shell says
+
+
+def _unreachable(host: str, why: str) -> int:
+    print(f"cuberay mpi agent: host {host!r}: {why}", file=sys.stderr)
+    return 255  # ssh's code for a host it cannot reach
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from cuberay.platform.policy.states import JobState
 from tests.integration.test_train_recovery import FINAL, kill_one_worker_after_a_checkpoint, train_workers
 
 FRAMEWORKS = Path(__file__).resolve().parents[2] / "configs" / "frameworks"
-MPI_OK = re.compile(r"mpi allreduce ok rank=(\d+) size=(\d+) sum=(\d+) node=(\w+) agent=(\S+)")
+MPI_OK = re.compile(r"mpi allreduce ok rank=(\d+) size=(\d+) sum=(\d+) node=(\w+) agent=(\S+) gang_rank=-")
 JAX_OK = re.compile(r"jax collective ok process=(\d+) processes=(\d+) devices=\d+ sum=(\d+) node=(\w+)")
 PADDLE = re.compile(r"\[worker (\d+)\] paddle id=(\S+) num=(\S+) current=(\S+) endpoints=(\S+) mlp role=(\S+) "
                     r"num=(\S+) gpu=(\S+) host0=(\S+) port0=(\S+) rank=(\S+) world=(\S+) gpus=(\S+) master=(\S+)")

@@ -55,11 +55,14 @@ def test_mlp_names_are_the_rdma_articles_mapping(gpus: float) -> None:
                                               env["MASTER_PORT"])
 
 
-def test_a_single_worker_gets_every_name_without_endpoints() -> None:
-    env = worker_env(rank=0, world_size=1, master_addr="10.1.1.1", master_port=1234, hosts=["10.1.1.1"],
-                     gpus_per_worker=0, job=JOB)
-    assert FRAMEWORK_NAMES <= env.keys()
-    assert json.loads(env["TF_CONFIG"])["cluster"] == {"worker": ["10.1.1.1:1234"]}
+def test_only_a_gang_with_endpoints_gets_the_framework_names() -> None:
+    # A small job's one process (no endpoints) keeps a TF_CONFIG of its own; a one-worker gang gets them.
+    small = worker_env(rank=0, world_size=1, master_addr="10.1.1.1", master_port=1234, hosts=["10.1.1.1"],
+                       gpus_per_worker=0, job=JOB)
+    assert not FRAMEWORK_NAMES & small.keys()
+    (one,) = gang(1)
+    assert FRAMEWORK_NAMES <= one.keys()
+    assert json.loads(one["TF_CONFIG"])["cluster"] == {"worker": ["10.0.0.1:7000"]}
 
 
 def test_framework_names_are_topology_the_user_cannot_override() -> None:

@@ -36,10 +36,10 @@ class TrainSpec(WorkloadSpec):
     backend: Framework = Field("torch", description="Function mode's framework: torch (DDP), deepspeed, "
                                                     "tensorflow (MultiWorkerMirroredStrategy), xgboost or lightgbm, "
                                                     "each under its Ray Train trainer.")
-    mpi: MpiLaunch | None = Field(None, description="Command mode: run command once, on worker 0, as an MPI "
-                                                    "launcher (mpirun, mpiexec, horovodrun) whose hostfile is the "
-                                                    "gang; remote ranks start in the gang's own workers, no ssh. "
-                                                    "null = every worker runs command.")
+    mpi: MpiLaunch | None = Field(None, description="Command mode: run command once, on worker 0, as an Open "
+                                                    "MPI launcher (mpirun) whose hostfile is the gang; remote "
+                                                    "ranks start in the gang's own workers, no ssh. null = every "
+                                                    "worker runs command.")
     deepspeed: dict[str, Any] | str | None = Field(
         None, description="backend: deepspeed. A DeepSpeed JSON config (zero_optimization stage 0-3, offload, "
                           "bf16/fp16, gradient_accumulation_steps, train_micro_batch_size_per_gpu, ...) or the "
