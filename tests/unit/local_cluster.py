@@ -104,6 +104,7 @@ class LocalCluster:
         self._labels = {n: dict(v) for n, v in labels.items()}
         self._kv: dict[bytes, bytes] = {}
         self.launched: LocalLauncher | None = None
+        self.draining: set[str] = set()  # nodes being drained, as Ray lists them
 
     def kv_get(self, key: bytes) -> bytes | None:
         return self._kv.get(key)
@@ -118,8 +119,8 @@ class LocalCluster:
         return HEAD
 
     def nodes(self) -> list[dict[str, Any]]:
-        return [{"NodeID": n, "Alive": True, "Resources": r, "Labels": self._labels.get(n, {})}
-                for n, r in self._nodes.items()]
+        return [{"NodeID": n, "Alive": True, "Resources": r, "Labels": self._labels.get(n, {}),
+                 "Draining": n in self.draining} for n, r in self._nodes.items()]
 
     def available(self) -> dict[str, dict[str, float]]:
         return {}  # nothing held outside the controller

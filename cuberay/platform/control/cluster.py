@@ -23,7 +23,8 @@ class Cluster(Protocol):
     def node_id(self) -> str:
         """The node the controller runs on (the head)."""
     def nodes(self) -> list[dict[str, Any]]:
-        """Every node as ``ray.nodes()`` lists it (NodeID, Alive, Resources, Labels)."""
+        """Every node as ``ray.nodes()`` lists it (NodeID, Alive, Resources, Labels), and ``Draining``: True for
+        a node being drained."""
     def available(self) -> dict[str, dict[str, float]]:
         """Node id -> resources free on it now, whoever holds the rest."""
     def dashboard_url(self) -> str: ...
@@ -62,8 +63,12 @@ class RayCluster:
 
     def nodes(self) -> list[dict[str, Any]]:
         import ray
+        from ray._private import state as ray_state
 
-        return ray.nodes()
+        # A node Ray's autoscaler has begun to remove as idle is still alive for a while, and a gang admitted
+        # onto it would lose it before its workers start: Ray lists draining nodes apart.
+        draining = ray_state.state.get_draining_nodes()
+        return [{**n, "Draining": n["NodeID"] in draining} for n in ray.nodes()]
 
     def available(self) -> dict[str, dict[str, float]]:
         from ray._private import state as ray_state

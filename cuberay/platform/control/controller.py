@@ -197,6 +197,9 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             # Act on what woke us (a submit, a finish) before the slower refreshes of Ray's state:
             # they take tens of milliseconds and the admission decision does not need them first.
             self._cycle(time.time())
+            # Ask at once to keep the nodes just admitted on: Ray's autoscaler may remove an idle node before the
+            # gang's workers reach it, unless the request holds it (the drivers take seconds to start).
+            await self.scaling.update(self.state, time.time())
             await self._start_drivers(time.time())
             nodes = await asyncio.to_thread(self.cluster.nodes)
             self._apply_nodes(live_nodes(nodes), time.time())
@@ -237,6 +240,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
                 if announce:
                     self.store.add_event("node_joined", f"node {node_id} joined with {node.capacity}")
                     self._wake.set()
+            if self.ledger.set_alive(node_id, not node.draining) and node.draining:
+                self.store.add_event("node_draining", f"node {node_id} is being drained: no new work goes there")
 
     # ------------------------------------------------------------------ admission
 

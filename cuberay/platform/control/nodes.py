@@ -29,6 +29,7 @@ class LiveNode:
     id: str
     capacity: dict[str, float]
     labels: dict[str, str]
+    draining: bool = False  # being drained (Ray's autoscaler removing it as idle, or an operator): no new work
 
 
 def schedulable(resources: Mapping[str, float]) -> dict[str, float]:
@@ -49,7 +50,8 @@ def node_labels(node: Mapping[str, Any]) -> dict[str, str]:
 
 def live_nodes(nodes: list[Mapping[str, Any]]) -> dict[str, LiveNode]:
     """Alive nodes of a ``ray.nodes()`` answer, by node id."""
-    return {n["NodeID"]: LiveNode(n["NodeID"], schedulable(n.get("Resources") or {}), node_labels(n))
+    return {n["NodeID"]: LiveNode(n["NodeID"], schedulable(n.get("Resources") or {}), node_labels(n),
+                                  bool(n.get("Draining")))
             for n in nodes if n.get("Alive")}
 
 

@@ -120,6 +120,17 @@ class Ledger:
         self.cache.clear()
         return hit
 
+    def set_alive(self, node_id: str, alive: bool) -> bool:
+        """Open or close a node to new work (a draining node keeps what it holds); True if that changed."""
+        node = self.nodes.get(node_id)
+        if node is None or node.alive == alive:
+            return False
+        node.alive = alive
+        self.version += 1
+        self.cache.clear()
+        self._touched(node)
+        return True
+
     @property
     def index(self) -> NodeIndex:
         """The free-capacity index, up to date with every node."""
