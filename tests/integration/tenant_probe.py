@@ -24,6 +24,7 @@ from ray.autoscaler.v2.sdk import get_cluster_status
 
 from cuberay.platform import client
 from cuberay.platform.control import head
+from cuberay.platform.policy.states import JobState
 
 TIMEOUT_S = 240.0
 
@@ -63,7 +64,7 @@ def run(paths: list[str]) -> dict[str, Any]:
                 if slot["node_id"] not in mine["nodes"]:
                     mine["nodes"].append(slot["node_id"])
             mine.update(state=record.state.value, attempts=record.attempts)
-        if all(client.status(i).state.is_terminal for i in ids):
+        if all(JobState(job["state"]).is_terminal for job in jobs.values()):  # what was recorded, not a later read
             break
         time.sleep(0.25)
     return {"jobs": jobs, "seen": seen, "peak": peak, "max_gpus_asked": max_gpus}
