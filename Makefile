@@ -49,23 +49,16 @@ lock:
 demo: venv
 	$(BIN)/cuberay demo
 
-# Tiers run in their own pytest processes: unit tests must never see a Ray
-# cluster, and the integration tier shares one cluster for its whole session.
-# Every tier runs even if an earlier one fails (one CI run shows all failures);
-# the target fails if any tier did. The e2e tier skips itself unless enabled
-# (see tests/e2e) and goes first, so the last summary line is a tier that ran.
-# The integration tier runs in one process: two local Ray clusters on one machine
-# (pytest-xdist workers) confuse processes that look for "the" local cluster, and
-# on 2 cores they were no faster (measured 2026-12-01: 24 min against 19).
-TIERS := e2e unit integration
-
+# Tiers run in their own pytest processes: unit tests must never see a Ray cluster, and the integration tier
+# shares one cluster for its whole session. tests/run_suite.py runs them in two lanes side by side: the
+# integration tests on the session cluster in one, the unit tier and then the integration tests that start a Ray
+# of their own (marked own_ray) in the other. Every tier runs even if an earlier one fails (one CI run shows all
+# failures); the target fails if any tier did. The e2e tier skips itself unless enabled (see tests/e2e) and goes
+# first. Within a lane the tests run one at a time: two session clusters on one machine (pytest-xdist workers)
+# confuse processes that look for "the" local cluster, and on 2 cores they were no faster (measured 2026-12-01:
+# 24 min against 19).
 test: venv frameworks
-	@failed=""; \
-	for tier in $(TIERS); do \
-	  echo "== $$tier tier =="; \
-	  $(PYTEST) tests/$$tier --durations=20 || failed="$$failed $$tier"; \
-	done; \
-	if [ -n "$$failed" ]; then echo "FAILED tiers:$$failed"; exit 1; fi
+	$(BIN)/python tests/run_suite.py
 
 unit: venv
 	$(PYTEST) tests/unit

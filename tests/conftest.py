@@ -2,7 +2,8 @@
 
 Each test is marked with its tier from the folder it lives in, so
 ``pytest -m "not integration"`` works, and a run over all of ``tests/`` runs
-the fast tier first. ``make test`` runs each tier in its own process.
+the fast tier first. ``make test`` runs each tier in its own process, two lanes side by side
+(tests/run_suite.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = _tier(item)
         if tier in ("integration", "e2e"):
             item.add_marker(getattr(pytest.mark, tier))
+        if item.get_closest_marker("own_ray") and "ray_cluster" in getattr(item, "fixturenames", ()):
+            # make test runs own_ray tests in a process without the session cluster (tests/run_suite.py)
+            raise pytest.UsageError(f"{item.nodeid} is marked own_ray but uses the session cluster (ray_cluster): "
+                                    f"drop the mark, or the fixture")
     # Stable sort: keeps file order inside a tier.
     items.sort(key=lambda item: TIER_ORDER.get(_tier(item) or "", len(TIER_ORDER)))
 

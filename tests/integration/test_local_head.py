@@ -27,6 +27,8 @@ from cuberay.platform.demo import scratch_platform
 from tests.integration.own_head import kill_leftovers, own_head_env
 from tests.support import wait_for
 
+pytestmark = pytest.mark.own_ray  # runs beside the session cluster's tests (tests/run_suite.py)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

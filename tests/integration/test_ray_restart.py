@@ -38,6 +38,8 @@ from tests.integration.conftest import (
 )
 from tests.support import alive, wait_for
 
+pytestmark = pytest.mark.own_ray  # runs beside the session cluster's tests (tests/run_suite.py)
+
 # One start stamp (the worker's pid) per run; every run then waits for the test's go-file.
 STAMPING_SCRIPT = """
 import os, sys, time

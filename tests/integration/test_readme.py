@@ -26,6 +26,8 @@ import pytest
 
 from tests.readme_commands import Command, readme_commands
 
+pytestmark = pytest.mark.own_ray  # runs beside the session cluster's tests (tests/run_suite.py)
+
 REPO = Path(__file__).resolve().parents[2]
 COMMAND_TIMEOUT_S = 600  # the longest README command (a training run with --wait) takes about a minute
 LINKED = ("configs", "traces")

@@ -30,7 +30,7 @@ from cuberay.platform.spec import load_platform
 from tests.integration.own_head import kill_leftovers, own_head_env
 from tests.support import wait_for
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.own_ray, pytest.mark.timeout(600)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = REPO_ROOT / "configs" / "tenant-cluster"

@@ -1,0 +1,84 @@
+"""`make test`: every tier, in two lanes side by side on the machine's cores.
+
+The integration tier's tests on the session's shared Ray cluster spend about a third of their time waiting (a
+node to start, a poll, a driver's start), which leaves a core idle; the tests that bring a Ray head of their own
+(marked ``own_ray``: the README walk-through, the local tenant cluster, the local head's ``down``, the whole-Ray
+restart) never touch that cluster. So they run beside it, after the unit tier, in a second lane:
+
+    lane 1: the integration tier on the session cluster (``-m "not own_ray"``), its output live
+    lane 2: the unit tier, then the integration tests that start their own Ray (``-m own_ray``); printed when
+            they end
+
+The e2e tier goes first (it skips itself unless enabled, see tests/e2e). Lane 2 runs with Ray temp, TMPDIR and
+cuberay home folders of its own, so nothing one lane's Ray writes is read by the other. Every tier runs even if
+another fails; the exit code is 1 if any did, and the last line names them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PYTEST = [sys.executable, "-m", "pytest"]
+
+
+def _run(name: str, argv: list[str], env: dict[str, str], out: Path | None) -> tuple[str, int, float]:
+    started = time.monotonic()
+    header = f"== {name} =="
+    if out is None:
+        print(header, flush=True)
+        rc = subprocess.call(PYTEST + argv, cwd=REPO, env=env)
+    else:
+        with out.open("a") as log:
+            log.write(header + "\n")
+            log.flush()
+            rc = subprocess.call(PYTEST + argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return name, rc, time.monotonic() - started
+
+
+def _own_env() -> dict[str, str]:
+    """Lane 2's environment: Ray temp root, TMPDIR and cuberay home of its own (short: Ray's socket paths)."""
+    env = dict(os.environ)
+    base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR")
+    root = Path(tempfile.mkdtemp(prefix="l2", dir=base or "/tmp"))
+    (root / "home").mkdir()
+    env.update({"RAY_TMPDIR": str(root), "TMPDIR": str(root), "CUBERAY_HOME": str(root / "home")})
+    return env
+
+
+def main() -> int:
+    results = [_run("e2e tier", ["tests/e2e", "--durations=5"], dict(os.environ), None)]
+    log = Path(tempfile.mkstemp(prefix="cuberay-lane2-", suffix=".log")[1])
+    lane2: list[tuple[str, int, float]] = []
+
+    def second_lane() -> None:
+        env = _own_env()
+        lane2.append(_run("unit tier", ["tests/unit", "--durations=10"], env, log))
+        lane2.append(_run("integration tier: tests with a Ray of their own",
+                          ["tests/integration", "-m", "own_ray", "--durations=10"], env, log))
+
+    thread = threading.Thread(target=second_lane)
+    thread.start()
+    results.append(_run("integration tier: the session cluster's tests",
+                        ["tests/integration", "-m", "not own_ray", "--durations=20"], dict(os.environ), None))
+    thread.join()
+    sys.stdout.write(log.read_text())
+    log.unlink()
+    results += lane2
+    for name, rc, took in results:
+        print(f"{name}: {'ok' if rc == 0 else f'exit {rc}'} in {took:.0f} s")
+    failed = [name for name, rc, _ in results if rc != 0]
+    if failed:
+        print("FAILED tiers: " + "; ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
