@@ -42,14 +42,16 @@ def _run(name: str, argv: list[str], env: dict[str, str], out: Path | None) -> t
     return name, rc, time.monotonic() - started
 
 
-def _own_env() -> dict[str, str]:
-    """Lane 2's environment: Ray temp root, TMPDIR and cuberay home of its own (short: Ray's socket paths)."""
+def _own_env() -> tuple[dict[str, str], list[str]]:
+    """Lane 2's environment and pytest options: Ray temp root, TMPDIR, cuberay home and pytest's temp folders of
+    its own. Paths stay short: Ray's and multiprocessing's socket paths must stay under 108 bytes, and the README
+    test's newcomer runs a head from a folder under its test's tmp_path (pytest-of-<user>/pytest-<n>/ by default)."""
     env = dict(os.environ)
     base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR")
     root = Path(tempfile.mkdtemp(prefix="l2", dir=base or "/tmp"))
     (root / "home").mkdir()
     env.update({"RAY_TMPDIR": str(root), "TMPDIR": str(root), "CUBERAY_HOME": str(root / "home")})
-    return env
+    return env, [f"--basetemp={root / 'p'}"]
 
 
 def main() -> int:
@@ -58,10 +60,10 @@ def main() -> int:
     lane2: list[tuple[str, int, float]] = []
 
     def second_lane() -> None:
-        env = _own_env()
-        lane2.append(_run("unit tier", ["tests/unit", "--durations=10"], env, log))
+        env, temp = _own_env()
+        lane2.append(_run("unit tier", ["tests/unit", "--durations=10", *temp], env, log))
         lane2.append(_run("integration tier: tests with a Ray of their own",
-                          ["tests/integration", "-m", "own_ray", "--durations=10"], env, log))
+                          ["tests/integration", "-m", "own_ray", "--durations=10", *temp], env, log))
 
     thread = threading.Thread(target=second_lane)
     thread.start()
