@@ -27,7 +27,9 @@ app = typer.Typer(
     add_completion=False,
 )
 
-# Modules that add commands to ``app`` when imported. Each stays small.
+KINDS_ENV = "CUBERAY_KINDS"  # kinds.KINDS_ENV, named here so a command that reads no spec skips the registry
+
+# Modules that add commands to ``app`` when imported, in the order help lists them. Each stays small.
 COMMAND_MODULES = (
     "cuberay.cli.spec_cmd",
     "cuberay.cli.sim_cmd",
@@ -39,10 +41,23 @@ COMMAND_MODULES = (
     "cuberay.cli.node_cmd",
     "cuberay.cli.pipeline_cmd",
 )
+# The module that adds each command (or command group): a command imports its own module only, so `cuberay
+# status` does not load the simulator, the Kubernetes renderer and the rest (tests/unit/test_cli_spec.py checks
+# this map against what the modules add).
+COMMANDS = {
+    "spec": "cuberay.cli.spec_cmd", "sim": "cuberay.cli.sim_cmd",
+    **dict.fromkeys(("up", "env", "console", "down", "tenants", "demo"), "cuberay.cli.platform_cmd"),
+    **dict.fromkeys(("submit", "run", "queue", "status", "logs", "cancel", "history"), "cuberay.cli.jobs_cmd"),
+    "kube": "cuberay.cli.kube_cmd", "tune": "cuberay.cli.tune_cmd", "serve": "cuberay.cli.serve_cmd",
+    "node": "cuberay.cli.node_cmd", "pipeline": "cuberay.cli.pipeline_cmd",
+}
 
 
-def _register() -> None:
-    for name in COMMAND_MODULES:
+def _register(argv: list[str] | None = None) -> None:
+    """Import the module that adds ``argv``'s command; all of them without one (help lists every command, and
+    an unknown name gets Typer's suggestions)."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None) if argv else None
+    for name in (COMMANDS[first],) if first in COMMANDS else COMMAND_MODULES:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -54,11 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the process exit code."""
     from typer._click import exceptions as click_exc  # typer 0.29 vendors its own click
 
-    _register()
+    argv = sys.argv[1:] if argv is None else argv
+    _register(argv)
     try:
-        from cuberay import kinds
+        if os.environ.get(KINDS_ENV):  # plugin kinds, before any spec is read (the registry loads every spec model)
+            from cuberay import kinds
 
-        kinds.load_env(os.environ)  # plugin kinds (CUBERAY_KINDS), before any spec is read
+            kinds.load_env(os.environ)
         rc = app(args=argv, standalone_mode=False, prog_name="cuberay")
     except CuberayError as exc:
         if os.environ.get("CUBERAY_DEBUG"):

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import typer
 
 from cuberay.cli import app, progress, views
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option
 from cuberay.errors import CuberayError, NotFoundError, SpecError
-from cuberay.platform import client, runner
+from cuberay.platform import client
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.policy.states import JobState
-from cuberay.platform.spec import Platform, load_platform
+
+if TYPE_CHECKING:
+    from cuberay.platform.spec import Platform
 
 
 def _tenant() -> Any:
@@ -138,6 +140,8 @@ def run(
         # Plain lines: a Ray Job's log is a file, not a terminal.
         print(f"{record.id}: {progress.waiting_line(record, entry)}", flush=True)
 
+    from cuberay.platform import runner  # the job driver's module: only this command needs it
+
     record = runner.run_file(file, tenant, user=client.current_user(), on_wait=on_wait)
     print(f"Job '{record.id}' {JobState(record.state).value.lower()}", flush=True)
     raise_for_end(record)
@@ -236,6 +240,8 @@ def history_export(
     the platform's database, no controller needed."""
     from cuberay.platform.control.history import export_trace
     from cuberay.platform.control.store import Store
+
+    from cuberay.platform.spec import load_platform  # every job kind's models: only this command reads a platform
 
     url = _database_url(load_platform(client.find_platform_file(platform)))
     with Store(url) as store:

@@ -14,7 +14,6 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from cuberay import kinds
 from cuberay.cli import app, views
 from cuberay.cli.output import Format, emit, error_console, output_option
 from cuberay.errors import JobFailedError, PlatformNotRunningError, SpecError
@@ -343,6 +342,8 @@ def _result_rows(result: DemoResult) -> list[dict[str, str]]:
         elif record.state == JobState.SUCCEEDED and record.id == result.trained and result.accuracy is not None:
             row["result"] = f"test accuracy {result.accuracy:.3f}"
         elif record.state == JobState.SUCCEEDED:  # e.g. a TuneJob's best value and config, and its counts
+            from cuberay import kinds  # the demo's summary: the other commands here need no registry
+
             kind = kinds.get(record.kind)
             row["result"] = (kind.summary(record.message or "") if kind is not None else None) or "ok"
         else:  # why it failed

@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import getpass
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -225,22 +226,26 @@ def down() -> bool:
     RAY_ADDRESS or Ray's address file is joined, never whichever Ray happens to run on this machine (what
     Ray's "auto" falls back to).
     """
-    import ray
-
     from cuberay.platform.control import head as controller_head
+    from cuberay.platform.transport.ray_call import cluster_address
 
     local = controller_head.recorded()  # running or dead: `stop` ends what it left running either way
-    joinable = ray.is_initialized() or _cluster_named() or \
-        (local is not None and controller_head.head_process(local) is not None)
+    target, running = cluster_address()
+    joined = sys.modules.get("ray") is not None and sys.modules["ray"].is_initialized()
+    # This process means the local head: its controller and API server end with its processes below, so they are
+    # not removed through Ray first (joining the cluster as a driver takes seconds).
+    ours = running is not None and target == running["address"] and \
+        (not joined or sys.modules["ray"].get_runtime_context().gcs_address == target)
+    joinable = ours or joined or _cluster_named()
     if joinable:
         try:  # first the controller stops every driver and puts running jobs back in the queue: none stays RUNNING
             api(timeout=120.0).shutdown()
         except PlatformNotRunningError:
             pass  # no controller (or no cluster): nothing of it to stop
-    stopped = uninstall() if joinable else False
+    stopped = uninstall() if joinable and not ours else False
     if local is not None:
-        if ray.is_initialized():
-            ray.shutdown()
+        if sys.modules.get("ray") is not None and sys.modules["ray"].is_initialized():
+            sys.modules["ray"].shutdown()
         stopped = controller_head.stop(local) or stopped
     return stopped
 

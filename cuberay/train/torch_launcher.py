@@ -28,6 +28,12 @@ from cuberay.errors import JobFailedError, SpecError
 from cuberay.train import nccl, usage
 from cuberay.train.trainers import framework_kwargs, trainer_class
 
+# Ray Train's controller takes a worker's report at its next poll of the workers, every 2 s by default, and the
+# worker's next report waits for that, so a short job that reports each epoch spends much of its time waiting.
+# cuberay polls every POLL_S unless the job's env or the node sets the interval; the driver passes it on to the
+# controller (Ray Train propagates it from the driver's environment).
+POLL_ENV, POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", 0.5
+
 
 def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
     """Import ``"pkg.module:func"`` and return the function."""
@@ -116,6 +122,7 @@ def run_train_function(entrypoint: str, *, config: dict, node_ids: list[str],
     if deepspeed_config is not None:
         loop_config["deepspeed_config"] = deepspeed_config
     use_rdma = float(resources_per_worker.get("rdma", 0)) > 0
+    os.environ.setdefault(POLL_ENV, (env or {}).get(POLL_ENV, str(POLL_S)))  # this process is the job's driver
     loop = functools.partial(with_node_env, load_entrypoint(entrypoint), dict(env or {}), use_rdma,
                              rdma_fabric, use_gpu, job_id)
     trainer = trainer_class(backend)(

@@ -10,7 +10,7 @@ import ray
 
 import cuberay.pipelines as pipelines
 from cuberay.platform import client
-from cuberay.platform.policy.pipelines import RunState, StepState
+from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 

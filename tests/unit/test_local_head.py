@@ -147,17 +147,17 @@ def orphans(tmp_path: Path) -> Iterator[Callable[..., psutil.Process]]:
     """Start processes as Ray's job supervisor starts a driver: in a session of their own, then left (parent 1).
 
     ``mark`` is the head id in the process's environment (None: no mark); a ``deaf`` one ignores SIGTERM, as a
-    driver stuck in ``ray.init`` did.
+    driver stuck in ``ray.init`` did; ``named`` is put on its command line (a Ray daemon's name, say).
     """
     started: list[psutil.Process] = []
 
-    def start(mark: str | None, *, deaf: bool = False) -> psutil.Process:
+    def start(mark: str | None, *, deaf: bool = False, named: str = "") -> psutil.Process:
         env = {k: v for k, v in os.environ.items() if k != sweep.MARK} | ({sweep.MARK: mark} if mark else {})
         ready = tmp_path / f"ready-{len(started)}"
         program = (f"import pathlib, signal, time; signal.signal(signal.SIGTERM, "
                    f"{'signal.SIG_IGN' if deaf else 'signal.SIG_DFL'}); pathlib.Path({str(ready)!r}).touch(); "
                    f"time.sleep(120)")
-        parent = (f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {program!r}], "
+        parent = (f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {program!r}, {named!r}], "
                   f"start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
         pid = int(subprocess.run([sys.executable, "-c", parent], env=env, capture_output=True, text=True,
                                  check=True, timeout=30).stdout)
@@ -195,3 +195,25 @@ def test_a_dead_heads_leftovers_go_and_one_deaf_to_sigterm_is_killed(home: Path,
     assert head.stop() is True  # it ended the leftovers
     assert not sweep.running(deaf) and sweep.running(other_head)
     assert not head.state_path().exists()
+
+
+def test_stop_waits_for_drivers_but_not_for_rays_own_daemons(home: Path, children: list, orphans: Callable,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's daemons drain for 10-30 s on SIGTERM as if the cluster went on; a head that stops whole skips that."""
+    monkeypatch.setattr(head, "STOP_TIMEOUT_S", 8.0)
+    children.append(leader := start_child())
+    record(leader, head_id="head-1")
+    daemons = [orphans("head-1", deaf=True, named=name) for name in ("/x/gcs_server", "/x/raylet", "ray::DashboardAgent")]
+    driver = orphans("head-1")
+    began = time.monotonic()
+    assert head.stop() is True
+    assert time.monotonic() - began < 4.0, "stop waited for Ray's daemons to drain"
+    assert not any(sweep.running(p) for p in [*daemons, driver])
+    # A driver deaf to SIGTERM still gets the whole grace before it is killed.
+    monkeypatch.setattr(head, "STOP_TIMEOUT_S", 2.0)
+    children.append(leader := start_child())
+    record(leader, head_id="head-2")
+    deaf = orphans("head-2", deaf=True)
+    began = time.monotonic()
+    assert head.stop() is True
+    assert time.monotonic() - began >= 2.0 and not sweep.running(deaf)

@@ -20,7 +20,7 @@ import cuberay.pipelines as pipelines
 from cuberay.cli import main
 from cuberay.errors import SpecError
 from cuberay.platform import client
-from cuberay.platform.policy.pipelines import RunState
+from cuberay.platform.policy.run_states import RunState
 from cuberay.platform.spec.pipeline import load_pipeline
 from cuberay.platform.transport.in_process import InProcess
 from tests.unit.local_cluster import platform_spec, two_node_cluster

@@ -16,7 +16,7 @@ from sqlalchemy import update
 from cuberay.platform.control import pipeline_store as ps
 from cuberay.platform.control.pipeline_driver import PipelineDriver
 from cuberay.platform.control.store import Store, default_url
-from cuberay.platform.policy.pipelines import RunState, StepState
+from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.spec import load_platform
 
 DAY = 86400.0

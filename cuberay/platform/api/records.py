@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic reads its field types on Python 3.11
 
-from cuberay.platform.policy.pipelines import RunState, StepState
+from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.policy.states import JobState
 
 

@@ -32,7 +32,7 @@ from cuberay.platform.control import convert as conv
 from cuberay.platform.control.pipeline_store import DuplicateTickError, PipelineStore
 from cuberay.platform.control.store import Store
 from cuberay.platform.policy import pipelines as pol
-from cuberay.platform.policy.pipelines import RunState, StepState
+from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Platform
 from cuberay.platform.spec.pipeline import Pipeline, step_job

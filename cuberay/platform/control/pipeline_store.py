@@ -21,7 +21,7 @@ from cuberay.errors import NotFoundError
 from cuberay.platform.api.records import PipelineRecord, RunRecord, StepRecord
 from cuberay.platform.control.store import Store
 from cuberay.platform.control.tables import ID_LEN, NAME_LEN, Base
-from cuberay.platform.policy.pipelines import RunState, StepState
+from cuberay.platform.policy.run_states import RunState, StepState
 
 
 class _PipelineRow(Base):

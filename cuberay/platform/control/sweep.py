@@ -38,16 +38,37 @@ def find(head_id: str | None, also: Iterable[psutil.Process] = ()) -> list[psuti
     return list(found.values())
 
 
+# Ray's own daemons of a head (by command line). On SIGTERM they drain as if the node were leaving a cluster that
+# goes on: the raylet for 10 s, the GCS, the autoscaler and `ray start --block` for longer. Stopping the whole
+# head needs none of that, so they are not waited for; the drivers and workers, where users' code runs, are.
+DAEMONS = ("gcs_server", "/raylet", "bin/ray start", "monitor.py", "log_monitor.py", "dashboard.py",
+           "dashboard/agent.py", "runtime_env/agent", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def is_daemon(proc: psutil.Process) -> bool:
+    try:
+        line = " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
+    return any(name in line for name in DAEMONS)
+
+
 def end(procs: Iterable[psutil.Process], grace_s: float, kill_wait_s: float = 5.0) -> list[psutil.Process]:
-    """SIGTERM each, SIGKILL those still running after ``grace_s``; returns any that outlived both."""
+    """SIGTERM each; SIGKILL what still runs once every one but Ray's daemons has ended, or after ``grace_s``;
+    returns any that outlived both."""
     procs = list(procs)
+    daemons = {p.pid for p in procs if is_daemon(p)}
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
         for proc in procs:
             try:
                 proc.send_signal(sig)  # psutil refuses a pid reused since the process was found
             except psutil.Error:
                 pass
-        procs = _wait(procs, wait_s)
+        if sig == signal.SIGTERM:
+            _wait([p for p in procs if p.pid not in daemons], wait_s)
+            procs = [p for p in procs if running(p)]
+        else:
+            procs = _wait(procs, wait_s)
         if not procs:
             break
     return procs

@@ -24,43 +24,16 @@ oldest first.
 from __future__ import annotations
 
 import datetime as dt
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from croniter import croniter
 
 import cuberay.platform.spec.templates as tpl
+from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.spec.pipeline import PipelineSpec, Schedule
 
 MAX_TICKS_PER_CALL = 1000  # a start years back with a per-minute cron backfills over several calls
-
-
-class StepState(str, enum.Enum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    SKIPPED = "SKIPPED"
-    CANCELLED = "CANCELLED"
-    UPSTREAM_FAILED = "UPSTREAM_FAILED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self not in (StepState.PENDING, StepState.RUNNING)
-
-
-class RunState(str, enum.Enum):
-    WAITING = "WAITING"      # a tick or a request that has not started (CubeStudio's "comed")
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    EXPIRED = "EXPIRED"      # dropped by keep_last before it started
-
-    @property
-    def is_terminal(self) -> bool:
-        return self not in (RunState.WAITING, RunState.RUNNING)
 
 
 _DONE_OK = (StepState.SUCCEEDED, StepState.SKIPPED)
