@@ -38,26 +38,28 @@ def find(head_id: str | None, also: Iterable[psutil.Process] = ()) -> list[psuti
     return list(found.values())
 
 
-# Ray's own daemons of a head (by command line). On SIGTERM they drain as if the node were leaving a cluster that
-# goes on: the raylet for 10 s, the GCS, the autoscaler and `ray start --block` for longer. Stopping the whole
-# head needs none of that, so they are not waited for; the drivers and workers, where users' code runs, are.
-DAEMONS = ("gcs_server", "/raylet", "bin/ray start", "monitor.py", "log_monitor.py", "dashboard.py",
-           "dashboard/agent.py", "runtime_env/agent", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+# What stopping a whole head need not wait for after SIGTERM (matched on the command line): Ray's own daemons, which
+# drain as if the node were leaving a cluster that goes on (the raylet for 10 s, the GCS, the autoscaler and `ray
+# start --block` for longer), and cuberay's own actors, whose state is in the store and which wait seconds for the
+# daemons they talk to. The drivers and workers, where users' code runs, get the whole grace.
+NO_GRACE = ("gcs_server", "/raylet", "bin/ray start", "monitor.py", "log_monitor.py", "dashboard.py",
+            "dashboard/agent.py", "runtime_env/agent", "ray::DashboardAgent", "ray::RuntimeEnvAgent",
+            "ray::Controller", "ray::ApiServer", "ray::SmallRunner")
 
 
-def is_daemon(proc: psutil.Process) -> bool:
+def needs_no_grace(proc: psutil.Process) -> bool:
     try:
         line = " ".join(proc.cmdline())
     except psutil.Error:
         return False
-    return any(name in line for name in DAEMONS)
+    return any(name in line for name in NO_GRACE)
 
 
 def end(procs: Iterable[psutil.Process], grace_s: float, kill_wait_s: float = 5.0) -> list[psutil.Process]:
-    """SIGTERM each; SIGKILL what still runs once every one but Ray's daemons has ended, or after ``grace_s``;
+    """SIGTERM each; SIGKILL what still runs once every one that needs a grace has ended, or after ``grace_s``;
     returns any that outlived both."""
     procs = list(procs)
-    daemons = {p.pid for p in procs if is_daemon(p)}
+    spared = {p.pid for p in procs if needs_no_grace(p)}
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
         for proc in procs:
             try:
@@ -65,7 +67,7 @@ def end(procs: Iterable[psutil.Process], grace_s: float, kill_wait_s: float = 5.
             except psutil.Error:
                 pass
         if sig == signal.SIGTERM:
-            _wait([p for p in procs if p.pid not in daemons], wait_s)
+            _wait([p for p in procs if p.pid not in spared], wait_s)
             procs = [p for p in procs if running(p)]
         else:
             procs = _wait(procs, wait_s)
