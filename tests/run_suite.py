@@ -1,17 +1,17 @@
 """`make test`: every tier, in two lanes side by side on the machine's cores.
 
-The integration tier's tests on the session's shared Ray cluster spend about a third of their time waiting (a
-node to start, a poll, a driver's start), which leaves a core idle; the tests that bring a Ray head of their own
-(marked ``own_ray``: the README walk-through, the local tenant cluster, the local head's ``down``, the whole-Ray
-restart) never touch that cluster. So they run beside it, after the unit tier, in a second lane:
+The integration tier's tests spend about a third of their time waiting (a node to start, a poll, a driver's
+start), which leaves a core idle. So the tiers run in two pytest processes at once:
 
-    lane 1: the integration tier on the session cluster (``-m "not own_ray"``), its output live
-    lane 2: the unit tier, then the integration tests that start their own Ray (``-m own_ray``); printed when
-            they end
+    lane 1: the integration tests on the session's shared Ray cluster, its output live
+    lane 2: the unit tier, then the integration tests that bring a Ray head of their own (marked ``own_ray``: the
+            README walk-through, the local tenant cluster, the local head's ``down``, the whole-Ray restart) and
+            those marked ``second_lane`` (on a session cluster of this lane's own), printed when they end
 
-The e2e tier goes first (it skips itself unless enabled, see tests/e2e). Lane 2 runs with Ray temp, TMPDIR and
-cuberay home folders of its own, so nothing one lane's Ray writes is read by the other. Every tier runs even if
-another fails; the exit code is 1 if any did, and the last line names them.
+``second_lane`` moves whole modules across to even the lanes out (by their durations in benchmarks/RESULTS.md,
+"Test suite"). The e2e tier goes first (it skips itself unless enabled, see tests/e2e). Lane 2 runs with Ray temp,
+TMPDIR, cuberay home and pytest temp folders of its own, so nothing one lane's Ray writes is read by the other.
+Every tier runs even if another fails; the exit code is 1 if any did, and the last line names them.
 """
 
 from __future__ import annotations
@@ -62,13 +62,14 @@ def main() -> int:
     def second_lane() -> None:
         env, temp = _own_env()
         lane2.append(_run("unit tier", ["tests/unit", "--durations=10", *temp], env, log))
-        lane2.append(_run("integration tier: tests with a Ray of their own",
-                          ["tests/integration", "-m", "own_ray", "--durations=10", *temp], env, log))
+        lane2.append(_run("integration tier: tests with a Ray of their own, and those marked second_lane",
+                          ["tests/integration", "-m", "own_ray or second_lane", "--durations=10", *temp], env, log))
 
     thread = threading.Thread(target=second_lane)
     thread.start()
     results.append(_run("integration tier: the session cluster's tests",
-                        ["tests/integration", "-m", "not own_ray", "--durations=20"], dict(os.environ), None))
+                        ["tests/integration", "-m", "not own_ray and not second_lane", "--durations=20"],
+                        dict(os.environ), None))
     thread.join()
     sys.stdout.write(log.read_text())
     log.unlink()

@@ -24,6 +24,8 @@ from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from tests.support import alive, wait_for
 
+pytestmark = pytest.mark.second_lane  # make test runs it beside the rest (tests/run_suite.py)
+
 STAMP = "cuberay-start-stamp"
 # The targets are 10 s each, measured by benchmarks/bench_reliability.py (phase "crash"); these bounds are 4x
 # wider because CI's 2 shared cores start a Python process (the restarted controller) 2-4x slower.

@@ -35,7 +35,7 @@ from cuberay.serve.torch_model import load_model
 from tests.integration.browser import serve_console
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.second_lane]  # tests/run_suite.py
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "jobs"
 ROWS = torch.rand(50, 64).tolist()  # digits are 8x8 images scaled to [0, 1]
