@@ -27,6 +27,13 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+@app.callback()
+def _commands() -> None:
+    # A callback keeps `cuberay` a group of commands even when one command module is loaded (see _register):
+    # Typer runs an app of a single command as that command, and `cuberay sim TRACE` read TRACE as a second name.
+    pass
+
 KINDS_ENV = "CUBERAY_KINDS"  # kinds.KINDS_ENV, named here so a command that reads no spec skips the registry
 
 # Modules that add commands to ``app`` when imported, in the order help lists them. Each stays small.

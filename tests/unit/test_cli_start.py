@@ -44,3 +44,12 @@ def test_the_reads_and_cancel_load_no_heavy_module() -> None:
 def test_help_and_unknown_commands_register_every_command() -> None:
     assert _loaded_by(["--help"])["cuberay.cli.sim_cmd"]
     assert _loaded_by(["no-such-command"])["cuberay.cli.kube_cmd"]
+
+
+def test_each_command_runs_with_only_its_own_module_loaded() -> None:
+    """In a fresh process a command finds its arguments where a user puts them (`cuberay sim TRACE`, not TRACE as
+    a second command name, which an app holding one command took it for)."""
+    for name in COMMANDS:
+        done = subprocess.run([sys.executable, "-m", "cuberay", name, "--help"], capture_output=True, text=True)
+        assert done.returncode == 0, (name, done.stdout, done.stderr)
+        assert f"cuberay {name}" in " ".join(done.stdout.split()), (name, done.stdout)
