@@ -61,10 +61,29 @@ class InProcess:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-        self._run(stop(), 90.0)  # generous: on a loaded 2-core machine the cancelled tasks' cleanup queues behind others
+        try:  # generous: on a loaded 2-core machine the cancelled tasks' cleanup queues behind others
+            self._run(stop(), 90.0)
+        except TimeoutError:
+            raise TimeoutError("the in-process controller's tasks did not end within 90 s of being cancelled; "
+                               "still running:\n" + self._pending()) from None
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=30)
         self.controller.store.close()
+
+
+    def _pending(self) -> str:
+        """Each task still on the loop, with where it waits (for a close that does not end)."""
+        lines = []
+        try:
+            tasks = list(asyncio.all_tasks(self.loop))
+        except RuntimeError:  # the set changed while read from this thread: once more
+            tasks = list(asyncio.all_tasks(self.loop))
+        for task in tasks:
+            frames = task.get_stack(limit=6)
+            where = " <- ".join(f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno} {f.f_code.co_name}"
+                                for f in reversed(frames))
+            lines.append(f"  {task.get_name()}: {where or task!r}")
+        return "\n".join(lines) or "  (none: the loop itself is blocked)"
 
 
 def _as_sent(data: Any) -> Any:
