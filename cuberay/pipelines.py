@@ -42,6 +42,11 @@ def run(name: str, tenant: str | None = None, *, params: Mapping[str, Any] | Non
         return client.api().pipeline_run(name, tenant, dict(params or {}), supersede)
 
 
+def stored(tenant: str | None = None) -> list[Any]:
+    """The stored pipelines (of ``tenant``, else of every tenant the caller may read), with their next ticks."""
+    return client.api().pipeline_list(tenant)
+
+
 def runs(name: str | None = None, tenant: str | None = None) -> list[Any]:
     return client.api().pipeline_runs(name, tenant)
 

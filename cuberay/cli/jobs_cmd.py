@@ -240,7 +240,6 @@ def history_export(
     the platform's database, no controller needed."""
     from cuberay.platform.control.history import export_trace
     from cuberay.platform.control.store import Store
-
     from cuberay.platform.spec import load_platform  # every job kind's models: only this command reads a platform
 
     url = _database_url(load_platform(client.find_platform_file(platform)))

@@ -3,6 +3,7 @@
     cuberay pipeline submit FILE        store it; without a schedule it also runs now (--wait: until it ends)
     cuberay pipeline run NAME           a manual run (waits its turn; --supersede cancels running runs first;
                                         --wait: until it ends)
+    cuberay pipeline list               stored pipelines: steps, schedule, the next ticks
     cuberay pipeline runs [NAME]        runs: trigger, execution date, state, why
     cuberay pipeline status RUN|NAME    a run's steps: state, attempts, job, outputs
     cuberay pipeline cancel RUN|NAME    cancel a run and its steps' jobs
@@ -118,6 +119,20 @@ def run_(name: str = typer.Argument(..., metavar="NAME", help="A stored pipeline
         emit(record, output)
     if wait:
         _follow(record.id, output)
+
+
+@pipeline_app.command("list")
+def list_(tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant's pipelines."),
+          output: Format = output_option()) -> None:
+    """Stored pipelines: their steps, schedule (cron, UTC) and the next ticks to come."""
+    records = _api().stored(tenant)
+    if output != Format.table:
+        emit(records, output)
+        return
+    rows = [{"pipeline": p.name, "tenant": p.tenant, "version": p.version, "steps": ", ".join(p.steps),
+             "schedule": p.cron or "on request", "next_ticks": ", ".join(_when(t) for t in p.next_ticks)}
+            for p in records]
+    emit(rows, output, columns=["pipeline", "tenant", "version", "steps", "schedule", "next_ticks"])
 
 
 @pipeline_app.command()

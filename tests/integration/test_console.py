@@ -109,6 +109,15 @@ def test_a_pipeline_runs_step_by_step_on_its_page(console: Console) -> None:
     second.and_(page.locator("[data-state=SUCCEEDED]")).wait_for(timeout=120_000)
     assert first.get_attribute("data-state") == "SUCCEEDED"
     page.locator("h1 .state", has_text="succeeded").wait_for()
+    # The Pipelines page lists what is stored: this one on request, a scheduled one with its next ticks.
+    nightly = {**spec, "metadata": {"name": "nightly"},
+               "spec": {**spec["spec"], "schedule": {"cron": "30 1 * * *", "start": "2099-01-01T00:00:00Z"}}}
+    pipelines.submit(nightly, "a")
+    page.goto(console.url + "/#/pipelines")
+    page.locator("tr[data-pipeline=two-steps]", has_text="on request").wait_for()
+    ticks = page.locator("tr[data-pipeline=nightly] td.next-ticks")
+    ticks.wait_for()
+    assert ticks.inner_text().count("2099") == 3, ticks.inner_text()
     console.assert_clean()
 
 

@@ -35,6 +35,7 @@ NEEDS_CONTROLLER = {
     "history list": ["history", "list"],
     "pipeline submit": ["pipeline", "submit", "configs/pipelines/fan-out.yaml", "--tenant", "a"],
     "pipeline run": ["pipeline", "run", "fan-out"],
+    "pipeline list": ["pipeline", "list"],
     "pipeline runs": ["pipeline", "runs"],
     "pipeline status": ["pipeline", "status", "fan-out"],
     "pipeline cancel": ["pipeline", "cancel", "fan-out"],

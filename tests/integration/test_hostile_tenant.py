@@ -15,6 +15,7 @@ import secrets
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -152,6 +153,7 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
         ("pipeline_run", ben, (a["pipeline"], "alpha", None, False)),
         ("pipeline_run", ben, (a["pipeline"], "alpha", None, True)),  # --supersede: cancels A's runs
         ("pipeline_runs", ben, (None, "alpha")),
+        ("pipeline_list", ben, ("alpha",)),
         ("pipeline_status", ben, (a["run"],)),
         ("pipeline_status", ben, (a["pipeline"],)),  # by name
         ("pipeline_cancel", ben, (a["run"],)),
@@ -173,8 +175,10 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
     ]
     reads: list[tuple[str, tuple[Any, ...]]] = [
         ("list_jobs", (None, None, None)), ("list_jobs", ("alpha", None, None)), ("events", (None, None)),
+        ("event_counts", (0.0,)),
         ("queue", (None,)), ("queue", ("alpha",)), ("tenants", ()), ("running", ()), ("nodes", ()), ("ping", ()),
-        ("dashboard_url", ()), ("pipeline_runs", (None, None)), ("tenant_choice", (None, None)),
+        ("dashboard_url", ()), ("pipeline_runs", (None, None)), ("pipeline_list", (None,)),
+        ("tenant_choice", (None, None)),
         ("job_page", ()), ("job_page", ("alpha",)), ("job_page", (None, ANN)),
         ("queue_page", ()), ("queue_page", ("alpha",)), ("queue_page", (None, ANN)),
     ]
@@ -204,6 +208,11 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
                 assert job_id not in text, (method, args, job_id)
     assert [r.id for r in _raw("list_jobs", ben, None, None, None)] == [a["b_job"]]
     assert [r.id for r in _raw("job_page", ben).records] == [a["b_job"]]
+    assert all(p.tenant != "alpha" for p in _raw("pipeline_list", ben, None))  # A's stored "flow" is not listed
+    # B's counts are of B's job's events alone: A's submits, admissions and ends are not counted (read until two
+    # reads agree: B's job may still be adding events of its own).
+    wait_for(lambda: _raw("event_counts", ben, 0.0) == dict(Counter(e.kind for e in _raw("events", ben, None, None))),
+             30, "B's event counts to match the events B may read")
     assert set(_raw("queue_page", ben).users) == {a["b_job"]}  # names only A's jobs, never A's users
     assert _raw("queue_page", ben, None, ANN).total == 0       # a user filter sees within one's own tenants
 

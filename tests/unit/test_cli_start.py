@@ -13,7 +13,7 @@ import sys
 
 import cuberay.cli as cli
 from cuberay import kinds
-from cuberay.cli import COMMANDS, COMMAND_MODULES, app
+from cuberay.cli import COMMAND_MODULES, COMMANDS, app
 
 
 def test_every_command_is_mapped_to_the_module_that_adds_it() -> None:

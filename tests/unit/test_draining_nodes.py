@@ -19,7 +19,7 @@ from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.spec.resources import Resources, WorkerRequest
 from cuberay.platform.transport.in_process import InProcess
 from tests.support import wait_for
-from tests.unit.local_cluster import GiB, HEAD, LocalCluster, platform_spec
+from tests.unit.local_cluster import HEAD, GiB, LocalCluster, platform_spec
 
 A, B = "gpuaaaa00000", "gpubbbb00000"
 

@@ -74,3 +74,24 @@ def test_a_job_page_filters_in_the_store_and_counts_what_matches(
     with client.acting_as("nina"):
         assert client.api().job_page(name="%").total == 0  # a % is a character to find, not a wildcard
         assert client.api().job_page(name="p-0").total == 1 and client.api().job_page(name="p_0").total == 0
+
+
+def test_event_counts_count_the_readable_jobs_events_since_a_time(
+        controller: InProcess, backlog: dict[str, list[str]]) -> None:  # noqa: F811
+    """The overview's "last hour": counted in the store, of what the caller may read, like ``events``."""
+    with client.acting_as("alice"):
+        api = client.api()
+        events = api.events(limit=None)
+        cut = sorted(e.time for e in events)[len(events) // 2]
+        expected: dict[str, int] = {}
+        for e in events:
+            if e.time >= cut:
+                expected[e.kind] = expected.get(e.kind, 0) + 1
+        assert api.event_counts(since=cut) == expected
+        assert api.event_counts(since=0.0)["submitted"] == 5  # alice's tenant's five, not nina's three
+        assert api.event_counts(since=events[-1].time + 1) == {}
+    with client.acting_as("nina"):
+        assert client.api().event_counts(since=0.0)["submitted"] == 3
+    with client.acting_as("ops"):  # the platform's admin: every tenant's jobs
+        counts = client.api().event_counts(since=0.0)
+        assert counts["submitted"] == 8

@@ -9,6 +9,8 @@ failing where a test asks, so a run also retries.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -157,3 +159,29 @@ def test_the_controller_never_reads_a_step_file_a_caller_sent(local: InProcess, 
         client.api().pipeline_submit(raw, "vision", False)
     assert refused.value.exit_code == 2 and "echo secret" not in str(refused.value)
     assert load_pipeline(raw).spec.steps[0].job is not None  # where the file is (the client), the same step loads
+
+
+def test_pipeline_list_shows_each_readable_pipeline_with_its_next_ticks(
+        local: InProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _relative, absolute = _job_files(tmp_path)
+    on_request = _pipeline(tmp_path, "by-hand", [str(absolute)])
+    nightly = yaml.safe_load(on_request.read_text())
+    nightly["metadata"]["name"] = "nightly"
+    nightly["spec"]["schedule"] = {"cron": "30 1 * * *", "start": "2099-01-01T00:00:00Z"}  # none due yet
+    (tmp_path / "nightly.yaml").write_text(yaml.safe_dump(nightly))
+    assert main(["pipeline", "submit", str(on_request), "--no-run"]) == 0
+    assert main(["pipeline", "submit", str(tmp_path / "nightly.yaml")]) == 0
+    capsys.readouterr()
+    assert main(["pipeline", "list", "-o", "json"]) == 0
+    listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)}
+    assert set(listed) == {"by-hand", "nightly"}
+    assert listed["by-hand"]["cron"] is None and listed["by-hand"]["next_ticks"] == []
+    ticks = listed["nightly"]["next_ticks"]
+    start = dt.datetime(2099, 1, 1, 1, 30, tzinfo=dt.timezone.utc).timestamp()
+    assert ticks == [start, start + 86400, start + 2 * 86400]  # from the schedule's start, daily at 01:30 UTC
+    assert listed["nightly"]["steps"] == ["s0"] and listed["nightly"]["tenant"] == "vision"
+    assert main(["pipeline", "list"]) == 0
+    table = capsys.readouterr().out
+    assert "on request" in table and "2099-01-01 01:30 UTC" in table
+    with client.acting_as("nina"):  # nlp only: vision's pipelines are not hers to read
+        assert client.api().pipeline_list() == []

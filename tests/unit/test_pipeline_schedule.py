@@ -189,3 +189,15 @@ def test_the_digits_flow_steps_hand_the_model_over_by_file(tmp_path: Path, monke
     assert digits_steps.main(["evaluate", trained["model"]]) == 0
     assert read_outputs(tmp_path / "evaluate")["accuracy"] > 0.9
     assert cuberay.outputs.dir() == tmp_path / "evaluate"
+
+
+def test_next_ticks_are_the_ticks_still_to_come() -> None:
+    from cuberay.platform.policy.pipelines import next_ticks
+    from cuberay.platform.spec.pipeline import Schedule
+
+    daily = Schedule(cron="0 2 * * *", start=dt.datetime(2026, 11, 1, 2, 0, tzinfo=dt.timezone.utc))
+    # Due ticks (Nov 1-3) are the next loop's backfill, not "next": the ones after now are.
+    assert next_ticks(daily, None, START - DAY, NOW) == [START + 3 * DAY, START + 4 * DAY, START + 5 * DAY]
+    assert next_ticks(daily, START + 2 * DAY, START - DAY, NOW, count=1) == [START + 3 * DAY]
+    # A start still to come: the first tick is the start itself.
+    assert next_ticks(daily, None, START - DAY, START - 10 * DAY, count=2) == [START, START + DAY]

@@ -121,7 +121,8 @@ function pager(total, offset) {
 // ------------------------------------------------------------------ views
 
 async function overview() {
-  const [tenants, nodes, events] = await Promise.all([call("tenants"), call("nodes"), call("events", { limit: 1000 })]);
+  const since = Date.now() / 1000 - 3600;
+  const [tenants, nodes, counts] = await Promise.all([call("tenants"), call("nodes"), call("event_counts", { since })]);
   const cards = tenants.map((t) => {
     const names = [...new Set([...Object.keys(t.guaranteed), ...Object.keys(t.max || {}), ...Object.keys(t.in_use)])];
     const picked = new URLSearchParams(location.hash.split("?")[1] || "").get("tenant") === t.name;
@@ -134,8 +135,6 @@ async function overview() {
   for (const n of nodes) for (const [r, v] of Object.entries(n.capacity)) {
     total[r] = (total[r] || 0) + v; free[r] = (free[r] || 0) + (n.free[r] || 0);
   }
-  const hour = Date.now() / 1000 - 3600, counts = {};
-  for (const e of events) if (e.time >= hour) counts[e.kind] = (counts[e.kind] || 0) + 1;
   const gib = amount;
   return [
     h("h1", {}, "Overview"),
@@ -312,11 +311,19 @@ async function nodesView() {
 }
 
 async function pipelines() {
-  const runs = await call("pipeline_runs");
-  if (!runs.length) return [h("h1", {}, "Pipelines"), empty("No pipeline runs yet: ", h("code", {}, "cuberay pipeline submit configs/pipelines/fan-out.yaml"))];
-  return [h("h1", {}, "Pipelines"), table(["run", "pipeline", "tenant", "trigger", "execution date", "state", "message"],
-    runs.map((r) => h("tr", {}, h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)), h("td", {}, r.pipeline),
-      h("td", {}, r.tenant), h("td", {}, r.trigger), h("td", {}, when(r.execution_time)), h("td", {}, state(r.state)), h("td", {}, r.message))))];
+  const [stored, runs] = await Promise.all([call("pipeline_list"), call("pipeline_runs")]);
+  if (!stored.length && !runs.length) return [h("h1", {}, "Pipelines"), empty("No pipelines yet: ", h("code", {}, "cuberay pipeline submit configs/pipelines/fan-out.yaml"))];
+  return [h("h1", {}, "Pipelines"),
+    h("h2", {}, "Stored"),
+    table(["pipeline", "tenant", "version", "steps", "schedule (UTC)", "next ticks"],
+      stored.map((p) => h("tr", { "data-pipeline": p.name }, h("td", {}, p.name), h("td", {}, p.tenant), h("td", { class: "num" }, p.version),
+        h("td", {}, p.steps.join(", ")), h("td", {}, p.cron ? h("code", {}, p.cron) : "on request"),
+        h("td", { class: "next-ticks" }, p.next_ticks.length ? p.next_ticks.map(when).join(" · ") : "–")))),
+    h("h2", {}, "Runs"),
+    runs.length ? table(["run", "pipeline", "tenant", "trigger", "execution date", "state", "message"],
+      runs.map((r) => h("tr", {}, h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)), h("td", {}, r.pipeline),
+        h("td", {}, r.tenant), h("td", {}, r.trigger), h("td", {}, when(r.execution_time)), h("td", {}, state(r.state)), h("td", {}, r.message))))
+      : empty("No runs yet: a scheduled pipeline's first run comes at its first tick; ", h("code", {}, "cuberay pipeline run NAME"), " starts one now.")];
 }
 
 async function pipelineRun(id) {

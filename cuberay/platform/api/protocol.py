@@ -20,6 +20,7 @@ from cuberay.platform.api.records import (
     JobRecord,
     LogChunk,
     PipelineStored,
+    PipelineSummary,
     QueueEntry,
     QueuePage,
     RunRecord,
@@ -55,6 +56,9 @@ class ControllerAPI(Protocol):
 
     @declare(member(Over.JOB, "job_id", optional=True), "The event log (of one job).", reads=True)
     def events(self, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]: ...
+
+    @declare(anyone(), "How many events of each kind since a time: of the jobs the caller may read.", reads=True)
+    def event_counts(self, since: float) -> dict[str, int]: ...
 
     @declare(anyone(), "Jobs, with their specs: only those the caller may read.", reads=True)
     def list_jobs(self, tenant: str | None = None, states: list[str] | None = None,
@@ -118,6 +122,10 @@ class ControllerAPI(Protocol):
     def usage(self, job_id: str, worker: int, cpu: float, memory_gib: float) -> None: ...
 
     # ------------------------------------------------------------------ pipelines
+    @declare(member(Over.TENANT, "tenant", optional=True), "Stored pipelines, their schedules and next ticks.",
+             reads=True)
+    def pipeline_list(self, tenant: str | None = None) -> list[PipelineSummary]: ...
+
     @declare(member(Over.TENANT, "tenant"), "Store a pipeline (and run it once).")
     def pipeline_submit(self, spec: Mapping[str, Any], tenant: str | None = None, run: bool = True) -> PipelineStored:
         ...

@@ -96,6 +96,24 @@ class PipelineRecord(BaseModel):
     last_tick: float | None = Field(default=None, description="The latest cron tick recorded as a run (epoch s).")
 
 
+class PipelineSummary(BaseModel):
+    """A stored pipeline as the console's Pipelines page and `cuberay pipeline list` show it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: str = Field(description="Tenant the pipeline runs in.")
+    name: str = Field(description="Pipeline name.")
+    user: str = Field(description="Who submitted the current definition.")
+    version: int = Field(description="1 + how many times the definition was replaced.")
+    submit_time: float = Field(description="When the current definition was submitted (epoch s).")
+    steps: list[str] = Field(description="Its steps' names, in the order the file lists them.")
+    cron: str | None = Field(default=None, description="Its schedule (5-field cron, UTC); null: runs on request only.")
+    last_tick: float | None = Field(default=None, description="The latest cron tick made into a run (epoch s).")
+    next_ticks: list[float] = Field(default_factory=list,
+                                    description="The next ticks to come (epoch s, soonest first); empty without a "
+                                                "schedule.")
+
+
 class RunRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", from_attributes=True)
 

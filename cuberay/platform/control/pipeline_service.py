@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Callable, Mapping
 
 from cuberay.errors import NotFoundError, SpecError
-from cuberay.platform.api.records import PipelineStored, RunRecord, StepRecord
+from cuberay.platform.api.records import PipelineRecord, PipelineStored, PipelineSummary, RunRecord, StepRecord
 from cuberay.platform.control.guard import Guard, Principal
-from cuberay.platform.control.pipeline_driver import PipelineDriver
+from cuberay.platform.control.pipeline_driver import PipelineDriver, load_pipeline
 from cuberay.platform.control.store import Store
+from cuberay.platform.policy.pipelines import next_ticks
 from cuberay.platform.spec import Platform
 
 log = logging.getLogger("cuberay.pipelines")
@@ -75,6 +77,11 @@ class PipelineService:
                 self.guard.require_owner(who, f"the runs of pipeline {name!r} (--supersede)", pipe.user, owner)
             return await self.driver.request_run(owner, name, who.user, dict(params or {}), supersede)
 
+    async def pipeline_list(self, who: Principal, tenant: str | None = None) -> list[PipelineSummary]:
+        visible = None if tenant is not None else self.guard.visible_tenants(who)
+        return [_summary(p, time.time()) for p in self.driver.book.pipelines()
+                if (tenant is None or p.tenant == tenant) and (visible is None or p.tenant in visible)]
+
     async def pipeline_runs(self, who: Principal, name: str | None = None,
                             tenant: str | None = None) -> list[RunRecord]:
         visible = None if tenant is not None else self.guard.visible_tenants(who)
@@ -121,3 +128,14 @@ class PipelineService:
     def _owners(self, name: str, user: str) -> list[str]:
         return [p.tenant for p in self.driver.book.pipelines()
                 if p.name == name and self._platform().tenant(p.tenant).is_member(user)]
+
+
+def _summary(record: PipelineRecord, now: float) -> PipelineSummary:
+    """A stored pipeline with its schedule's next ticks (policy/pipelines.py ``next_ticks``)."""
+    spec = load_pipeline(record.spec).spec
+    schedule = spec.schedule
+    return PipelineSummary(
+        tenant=record.tenant, name=record.name, user=record.user, version=record.version,
+        submit_time=record.submit_time, steps=[step.name for step in spec.steps], last_tick=record.last_tick,
+        cron=schedule.cron if schedule else None,
+        next_ticks=next_ticks(schedule, record.last_tick, record.submit_time, now) if schedule else [])

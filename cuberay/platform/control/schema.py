@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from cuberay.errors import CuberayError
 
 # The number older cuberays read from the schema_version table: they refuse a database above their own.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Column steps of the pre-Alembic schema: key N takes a database from version N to N+1, in one transaction.
 LEGACY_STEPS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE jobs ADD COLUMN checkpoint_time DOUBLE PRECISION",),  # last checkpoint a run reported

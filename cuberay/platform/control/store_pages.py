@@ -1,8 +1,9 @@
-"""One page of the jobs table, filtered in SQL: what the console's Jobs view reads at any backlog.
+"""What the console reads at any backlog, in SQL: one page of the jobs table, and counts of recent events.
 
 A mixin of :class:`cuberay.platform.control.store.Store`. The count and the page are two queries in one
 transaction, so the page and its "n in all" agree; only the page's rows are turned into records, so a read
-costs one page of records however many jobs the table holds.
+costs one page of records however many jobs the table holds. Indexes (migration 0006) keep the sort and the
+"since" bounds off a scan of the whole table.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from sqlalchemy import func, select
 
 from cuberay.errors import SpecError
 from cuberay.platform.api.records import JobRecord
-from cuberay.platform.control.tables import JobRow
+from cuberay.platform.control.tables import EventRow, JobRow
 from cuberay.platform.policy.states import JobState
 
 MAX_PAGE = 1000  # rows one call may ask for: a page is what a person reads, not an export (`list_jobs` is)
@@ -58,6 +59,14 @@ class JobPages:
             total = session.scalar(count) or 0
             rows = list(session.scalars(page))
         return total, [JobRecord.model_validate(r) for r in rows]
+
+    def event_counts(self, since: float, visible: tuple[set[str], str] | None = None) -> dict[str, int]:
+        """How many events of each kind happened at or after ``since`` (of the jobs ``visible`` only, if given)."""
+        query = select(EventRow.kind, func.count()).where(EventRow.time >= since).group_by(EventRow.kind)
+        if visible is not None:
+            query = query.where(EventRow.job_id.in_(select(JobRow.id).where(readable(visible))))
+        with self._sessions() as session:
+            return {kind: int(n) for kind, n in session.execute(query)}
 
     def jobs_by_id(self, ids: list[str]) -> dict[str, JobRecord]:
         """The stored records of ``ids`` (those that exist), by id: one query for a page's rows."""

@@ -37,9 +37,13 @@ class TenantRow(Base):
 
 class JobRow(Base):
     __tablename__ = "jobs"
-    # (tenant, name) serves tenant filters and next_seq alike; (user, request_id) makes submit idempotent.
+    # (tenant, name) serves tenant filters and next_seq alike; (user, request_id) makes submit idempotent; the
+    # rest serve the console's pages at any backlog (migration 0006).
     __table_args__ = (Index("ix_jobs_tenant_name", "tenant", "name"),
-                      Index("ux_jobs_user_request", "user", "request_id", unique=True))
+                      Index("ux_jobs_user_request", "user", "request_id", unique=True),
+                      Index("ix_jobs_submit_time", "submit_time", "id"),
+                      Index("ix_jobs_kind_submit_time", "kind", "submit_time"),
+                      Index("ix_jobs_user_state", "user", "state"))
 
     id: Mapped[str] = mapped_column(String(ID_LEN), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(NAME_LEN))  # indexed by ix_jobs_tenant_name
@@ -87,6 +91,7 @@ class UsageRow(Base):
 
 class EventRow(Base):
     __tablename__ = "events"
+    __table_args__ = (Index("ix_events_time", "time"),)  # the events since a time (the console's last hour)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     time: Mapped[float] = mapped_column(Double)

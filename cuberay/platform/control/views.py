@@ -77,6 +77,10 @@ class Views:
         return self.store.events(None, limit, _visible(self, who))
 
     @endpoint
+    async def event_counts(self, who: Principal, since: float) -> dict[str, int]:
+        return self.store.event_counts(since, _visible(self, who))
+
+    @endpoint
     async def logs(self, who: Principal, ref: str, attempt: int | None = None, offset: int = 0,
                    limit: int = job_logs.CHUNK) -> LogChunk:
         """Up to ``limit`` bytes of one attempt's log (None: the latest) from byte ``offset`` (control/logs.py)."""

@@ -163,6 +163,15 @@ def due_ticks(schedule: Schedule, last_tick: float | None, submitted: float, now
     return ticks
 
 
+def next_ticks(schedule: Schedule, last_tick: float | None, submitted: float, now: float, count: int = 3) -> list[float]:
+    """The next ``count`` ticks still to come after ``now`` (epoch seconds, soonest first): what a person planning
+    around the schedule wants to see. Ticks due already (a backfill the next loop makes) are not among them."""
+    start = schedule.start.timestamp() if schedule.start is not None else submitted
+    floor = max(now, start - 1, last_tick if last_tick is not None else start - 1)
+    it = croniter(schedule.cron, _utc(floor))
+    return [it.get_next(float) for _ in range(count)]
+
+
 @dataclass(frozen=True)
 class RunView:
     """What the schedule policy needs to know of one run."""

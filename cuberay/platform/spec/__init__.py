@@ -8,7 +8,7 @@ does not load every job kind's models, which keeps a CLI command's start short.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 _FROM = {
     "cuberay.platform.spec.common": ("API_VERSION", "Labels", "Name", "NodeResources", "Placement", "SpecModel",
@@ -38,14 +38,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
-
-if TYPE_CHECKING:
-    from cuberay.platform.spec.common import (API_VERSION, Labels, Name, NodeResources, Placement, SpecModel,
-                                              WorkerResources)
-    from cuberay.platform.spec.jobs import (JOB_KINDS, Job, job_schema, load_documents, load_platform, load_spec,
-                                            load_specs, platform_schema)
-    from cuberay.platform.spec.platform_file import NodePool, Platform, Quota, SchedulerSettings, Tenant
-    from cuberay.platform.spec.serve import ServeApp, ServeSpec, ServeVersion
-    from cuberay.platform.spec.train import Task, TaskSpec, TrainJob, TrainSpec
-    from cuberay.platform.spec.tune import TuneJob, TuneSpec
-    from cuberay.platform.spec.workload import ElasticWorkers, JobBase, ObjectMeta, WorkloadSpec
