@@ -63,12 +63,12 @@ def main() -> int:
         env, temp = _own_env()
         lane2.append(_run("unit tier", ["tests/unit", "--durations=10", *temp], env, log))
         lane2.append(_run("integration tier: tests with a Ray of their own, and those marked second_lane",
-                          ["tests/integration", "-m", "own_ray or second_lane", "--durations=10", *temp], env, log))
+                          ["tests/integration", "-m", "own_ray or second_lane", "--durations=20", *temp], env, log))
 
     thread = threading.Thread(target=second_lane)
     thread.start()
     results.append(_run("integration tier: the session cluster's tests",
-                        ["tests/integration", "-m", "not own_ray and not second_lane", "--durations=20"],
+                        ["tests/integration", "-m", "not own_ray and not second_lane", "--durations=30"],
                         dict(os.environ), None))
     thread.join()
     sys.stdout.write(log.read_text())

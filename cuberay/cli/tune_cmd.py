@@ -86,3 +86,29 @@ def search_outcome(record: JobRecord) -> dict[str, Any]:
         except (OSError, ValueError, KeyError):
             pass  # stored where this machine cannot read; the message still says it
     return out
+
+
+@tune_app.command("trials")
+def trials(ref: str = typer.Argument(..., metavar="JOB", help="A search's job id or name."),
+           output: Format = output_option()) -> None:
+    """A search's trials as it runs: parameters, the metric's last value, reports and state, best first."""
+    page = client.api().trials(ref)
+    if output != Format.table:
+        emit(page, output)
+        return
+    if not page.trials:
+        error_console().print(f"{page.job_id} has reported no trials yet (they show once the search starts them).")
+        return
+    best = max if page.mode == "max" else min
+    values = [t.value for t in page.trials if t.value is not None]
+    top = best(values) if values else None
+    rows = [{"trial": t.index, "state": t.state, **{k: _short(v) for k, v in t.config.items()},
+             str(page.metric): _short(t.value), "reports": t.iterations,
+             "best": "*" if t.value is not None and t.value == top else ""} for t in page.trials]
+    keys = sorted({k for t in page.trials for k in t.config})
+    emit(rows, output, columns=["trial", "state", *keys, str(page.metric), "reports", "best"],
+         title=f"{page.job_id}: {len(page.trials)} trials, {page.metric} ({page.mode}), attempt {page.attempt}")
+
+
+def _short(value: Any) -> str:
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)

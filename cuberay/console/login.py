@@ -110,9 +110,9 @@ def _logout(sessions: Sessions) -> Any:
 
 
 async def _kinds(request: web.Request) -> web.Response:
-    """The job kinds and what the pages need of them (which are services), from the registry: the pages never
+    """The job kinds and what the pages need of them (which are services, which run trials), from the registry: the pages never
     name a kind themselves."""
-    return web.json_response({k.name: {"service": k.service} for k in kinds.registered()})
+    return web.json_response({k.name: {"service": k.service, "trials": k.trials} for k in kinds.registered()})
 
 
 def _answer(status: int, error: tuple[str, str] | None = None, **fields: Any) -> web.Response:

@@ -37,6 +37,8 @@ class JobKind:
     render: str | None = None    # "pkg.module:function", ``(platform, job, opts) -> manifests``; None: no Kubernetes form
     service: bool = False        # runs until stopped (a server): never demoted for the service it had; a pipeline
     #                              step of it is done once it runs
+    trials: bool = False         # runs a search and reports its trials (``trials_report``; ``objective`` names the
+    #                              metric): the console's Tune page lists its jobs
     servable: bool = False       # a ServeApp version may serve its successful runs (``model: {job: NAME}``)
     import_fields: tuple[str, ...] = ()  # spec fields holding "pkg.module:attribute" paths (`cuberay spec validate`)
     # "module:function" (job -> lines) saying what the job's import paths name, imported, after the static check
@@ -66,6 +68,10 @@ class JobKind:
 
     def summary(self, message: str) -> str | None:
         """What a succeeded job's final message comes down to in a results table (None: nothing beyond "ok")."""
+        return None
+
+    def objective(self, job: JobBase) -> tuple[str, str] | None:
+        """A search's metric and mode ("max" or "min"), for a kind with ``trials``. None: no trials."""
         return None
 
 

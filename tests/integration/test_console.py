@@ -6,6 +6,8 @@ actor and a real controller on the session's Ray cluster.
 - cancelling from a job page cancels it; the same click by a member who does not own the job is refused with the
   rule shown, and a non-member's job page shows the refusal instead of the job;
 - a pipeline run's page draws its steps, and a step goes from waiting to running to succeeded;
+- a search's page lists its trials as they report and draws each trial's value with the best so far; the Tune
+  jobs page lists the search with its best value;
 - no page logs a JavaScript error, no request leaves 127.0.0.1, and a request without a session is refused.
 
 (The Services page's traffic split is checked in tests/integration/test_serve.py, where an app is deployed.)
@@ -15,15 +17,19 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 import cuberay.pipelines as pipelines
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from tests.integration.browser import Console, screenshot, serve_console
 from tests.support import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -118,6 +124,30 @@ def test_a_pipeline_runs_step_by_step_on_its_page(console: Console) -> None:
     ticks = page.locator("tr[data-pipeline=nightly] td.next-ticks")
     ticks.wait_for()
     assert ticks.inner_text().count("2099") == 3, ticks.inner_text()
+    console.assert_clean()
+
+
+def test_a_searchs_trials_and_best_so_far(console: Console, tmp_path) -> None:
+    spec = yaml.safe_load((REPO / "configs" / "jobs" / "tune-branin.yaml").read_text())
+    spec["metadata"]["tenant"], spec["spec"]["num_samples"] = "a", 5
+    job_id = client.submit(spec).id
+    page = console.page("tester")
+    page.goto(console.url + f"/#/job/{job_id}")
+    page.locator("table tr[data-trial]").first.wait_for(timeout=120_000)  # shown while the search runs
+    page.locator("h1 .state", has_text="succeeded").wait_for(timeout=180_000)
+    rows = page.locator("table tr[data-trial]")
+    wait_for(lambda: rows.count() == 5 and page.locator("svg.curve circle").count() == 5, 30,
+             "every trial's row and point")
+    values = [float(v) for v in page.locator("table tr[data-trial] td.num:nth-child(5)").all_inner_texts()]
+    best = page.locator("table tr.best")
+    assert best.count() >= 1 and float(best.first.locator("td.num").nth(1).inner_text()) == min(values)
+    assert "value" in page.locator("h2", has_text="Trials").inner_text()
+    page.locator("svg.curve path.best-line").wait_for()
+    screenshot(page, "console-tune", tmp_path)
+    page.goto(console.url + "/#/tune")
+    listed = page.locator(f"tr[data-job='{job_id}']")
+    listed.locator(".state", has_text="succeeded").wait_for()
+    assert f"value {best.first.locator('td.num').nth(1).inner_text()}" in listed.inner_text(), listed.inner_text()
     console.assert_clean()
 
 

@@ -25,6 +25,7 @@ NEEDS_CONTROLLER = {
     "logs": ["logs", JOB],
     "cancel": ["cancel", JOB],
     "tune import": ["tune", "import", "configs/tune/experiment.yml", "--tenant", "a"],
+    "tune trials": ["tune", "trials", "a-search-1"],
     "serve deploy": ["serve", "deploy", "configs/jobs/serve-echo.yaml", "--tenant", "a"],
     "serve import": ["serve", "import", "configs/serve/serve-config.yaml", "--tenant", "a"],
     "serve status": ["serve", "status", "echo-serve"],

@@ -149,6 +149,10 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
         ("finished", ben, (a["running"], False, "pwned", 1)),
         ("checkpointed", b_driver, (a["running"], 1, None)),
         ("usage", b_driver, (a["running"], 0, 64.0, 512.0)),
+        ("trials_report", b_driver, (a["tune"], 1, [{"trial_id": "t", "index": 0, "state": "ERROR", "config": {},
+                                                     "value": None, "iterations": 0, "history": [],
+                                                     "error": "pwned"}])),
+        ("trials", ben, (a["tune"],)),
         ("pipeline_submit", ben, (pipeline("alpha"), "alpha", True)),
         ("pipeline_run", ben, (a["pipeline"], "alpha", None, False)),
         ("pipeline_run", ben, (a["pipeline"], "alpha", None, True)),  # --supersede: cancels A's runs
@@ -165,6 +169,7 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
         ("serve_deploy", b_driver, (a["serve"], 1, {"name": "pwned"}, "pwned")),
         ("serve_undeploy", b_driver, (a["serve"], 1)),
         ("serve_history", ben, (a["serve"], None)),
+        ("serve_stats", ben, (a["serve"], 60.0)),
         ("tenant_choice", ben, ("alpha", None)),   # asking about A's tenant is refused like a submit to it
         ("reload", ben, (platform_spec(Path("/tmp/elsewhere")),)),
         ("shutdown", ben, ()),

@@ -146,6 +146,18 @@ def test_the_consoles_services_page_shows_the_split_and_its_changes(served, ray_
         for version, weight in changes[-1].weights.items():
             card.locator(f"tr[data-version={version}] td.num", has_text=f"{weight:g} %").wait_for()
         assert card.locator("table").nth(1).locator("tbody tr").count() == len(changes)
+        # Live figures per version, from the app's router through the controller (no Ray in the browser).
+        for _ in range(20):
+            assert _post(served["url"], [ROWS[0]]).status_code == 200
+        stats = client.api().serve_stats(app, 60.0)
+        assert stats.note is None and stats.weights == changes[-1].weights, stats
+        assert sum(f.count for f in stats.versions.values()) >= 20 and all(f.error_rate == 0
+                                                                         for f in stats.versions.values())
+        busiest = max(stats.versions, key=lambda v: stats.versions[v].count)
+        row = card.locator(f"tr[data-version={busiest}]")
+        wait_for(lambda: row.locator("td.rate").inner_text() not in ("–", "0.00"), 30, "the live request rate")
+        assert row.locator("td.errors").inner_text() == "0.0 %" and row.locator("td.p50").inner_text().endswith("ms")
+        assert int(row.locator("td.total").inner_text()) >= stats.versions[busiest].requests
         console.assert_clean()
 
 

@@ -61,7 +61,7 @@ def test_the_pages_come_from_the_package_and_name_nothing_elsewhere(api_url: str
     csp = headers["Content-Security-Policy"]
     assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
     assets = re.findall(rb'(?:src|href)="(/static/[^"]+)"', page)
-    assert sorted(assets) == [b"/static/console.css", b"/static/console.js"]
+    assert sorted(assets) == [b"/static/console.css", b"/static/console.js", b"/static/trials.js"]
     for asset in [page] + [browser.send("GET", a.decode())[2] for a in assets]:
         assert not re.search(rb"https?://(?!127\.0\.0\.1|localhost|www\.w3\.org/2000/svg)", asset), \
             "an asset names another site"  # (the SVG namespace is a name, never fetched)

@@ -177,3 +177,29 @@ def test_a_route_another_serve_app_serves_is_refused_at_deploy(store: Store) -> 
     with pytest.raises(AdmissionError, match="route_prefix '/web' is already served by Serve app 'outside'"):
         asyncio.run(_serving(store, serve).deploy("t-web-1", 1, _entry("web", "/web"), "attempt 1"))
     assert serve.puts == 0
+
+
+def test_live_figures_per_version_from_the_router_or_why_there_are_none(store: Store) -> None:
+    serve = Serve([_entry("web", "/web")])
+    router = {"weights": {"v1": 90, "v2": 10}, "versions": {
+        "v1": {"requests": 120, "errors": 3, "mirrored": 0, "count": 30, "error_rate": 0.1, "p50_ms": 4.0,
+               "p99_ms": 40.0},
+        "v2": {"requests": 5, "errors": 0, "mirrored": 12, "count": 0, "error_rate": 0.0, "p50_ms": None,
+               "p99_ms": None}}}
+    asked = []
+    serve.stats = lambda name, window_s: asked.append((name, window_s)) or router  # type: ignore[attr-defined]
+    serving = _serving(store, serve)
+    stats = asyncio.run(serving.stats("t-web-1", 60.0))
+    assert asked == [("t-web", 60.0)] and stats.note is None and stats.weights == {"v1": 90, "v2": 10}
+    v1, v2 = stats.versions["v1"], stats.versions["v2"]
+    assert (v1.rate_per_s, v1.error_rate, v1.p99_ms, v1.requests) == (0.5, 0.1, 40.0, 120)
+    assert (v2.count, v2.p50_ms, v2.mirrored) == (0, None, 12)
+    # A router that does not answer: the figures are missing, and the page says why.
+    serve.stats = lambda name, window_s: (_ for _ in ()).throw(  # type: ignore[attr-defined]
+        ServeDeployError("cannot read app 't-web''s traffic from its router (TimeoutError: slow)"))
+    assert "TimeoutError" in asyncio.run(serving.stats("t-web-1", 60.0)).note
+    with pytest.raises(CuberayError, match=r"window_s 0.5 is outside 1..600 s"):
+        asyncio.run(serving.stats("t-web-1", 0.5))
+    store.update_job("t-api-1", state=JobState.SUCCEEDED)
+    ended = asyncio.run(serving.stats("t-api-1", 60.0))
+    assert ended.versions == {} and "SUCCEEDED, not RUNNING" in ended.note

@@ -259,7 +259,7 @@ def test_schema_compiles_for_other_databases(dialect: Any) -> None:
         for index in table.indexes:
             str(CreateIndex(index).compile(dialect=dialect))
     assert {"schema_version", "tenants", "jobs", "events", "serve_changes", "usage_samples", "pipelines",
-            "pipeline_runs", "pipeline_steps"} == set(tables_mod.Base.metadata.tables)
+            "pipeline_runs", "pipeline_steps", "trials"} == set(tables_mod.Base.metadata.tables)
 
 
 def test_unusable_database_urls_say_how_to_write_one() -> None:

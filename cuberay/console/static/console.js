@@ -6,6 +6,7 @@
 
 const REFRESH_MS = 1000;            // how often an open view asks again (the "live" in live pages)
 const PAGE_SIZE = 50;               // rows per page of the Queue and Jobs tables
+const STATS_WINDOW_S = 60;          // a service's live figures are over this many seconds
 const ACTIVE = ["QUEUED", "PREEMPTED", "ADMITTED", "RUNNING"];
 const S = { session: null, view: null, timer: null, filters: {}, kinds: {}, dashboard: null, seq: 0, notice: null };
 
@@ -233,7 +234,7 @@ const LOGS = {};  // job id -> {attempt, offset, text}: the log is read on from 
 
 async function job(id) {
   const [rec, events] = await Promise.all([call("status", { ref: id }), call("events", { job_id: id, limit: 500 })]);
-  const log = await logTail(rec);
+  const [log, trials] = await Promise.all([logTail(rec), trialsSection(rec)]);
   if (!S.dashboard) S.dashboard = await call("dashboard_url").catch(() => "");
   const ray = rec.submission_id && S.dashboard ? h("a", { href: `${S.dashboard}/#/jobs/${encodeURIComponent(rec.submission_id)}`,
     target: "_blank", rel: "noopener" }, "this run in the Ray dashboard") : null;
@@ -258,6 +259,7 @@ async function job(id) {
         ? h("ol", { class: "timeline" }, [...events].sort((a, b) => a.time - b.time).map((e) =>
           h("li", { "data-kind": e.kind }, h("strong", {}, e.kind), ` · ${when(e.time)} · `, e.message)))
         : empty("No events yet."))),
+    trials,
     h("h2", {}, `Log${log.attempt ? ` (attempt ${log.attempt})` : ""}`),
     h("pre", { id: "log", "aria-live": "off" }, log.text || "(no output yet)"),
     h("h2", {}, "Spec"), h("pre", {}, yaml(rec.spec)),
@@ -368,14 +370,22 @@ async function services() {
   const serviceKinds = Object.keys(S.kinds).filter((k) => S.kinds[k].service);
   const apps = serviceKinds.length ? (await call("job_page", { kinds: serviceKinds, limit: 100 })).records : [];
   if (!apps.length) return [h("h1", {}, "Services"), empty("No services yet: ", h("code", {}, "cuberay serve deploy configs/jobs/serve.yaml"))];
-  const histories = await Promise.all(apps.map((a) => call("serve_history", { app: a.id, limit: 20 })));
+  const [histories, live] = await Promise.all([Promise.all(apps.map((a) => call("serve_history", { app: a.id, limit: 20 }))),
+    Promise.all(apps.map((a) => (a.state === "RUNNING" ? call("serve_stats", { app: a.id, window_s: STATS_WINDOW_S }).catch(() => null) : null)))]);
   return [h("h1", {}, "Services"), h("div", { id: "outcome" }), apps.map((a, i) => {
     const changes = [...histories[i]].reverse(), latest = changes.length ? changes[0].weights : {};  // newest first
-    const versions = (a.spec.spec || {}).versions || [];
+    const versions = (a.spec.spec || {}).versions || [], figures = (live[i] && live[i].versions) || {};
+    const ms = (v) => (v === null || v === undefined ? "–" : `${num(v)} ms`);
     return h("section", { class: "card", "data-app": a.id }, h("h3", {}, jobLink(a.id), " ", state(a.state)),
-      h("h4", {}, "Traffic split"),
-      table(["version", "weight"], (versions.length ? versions.map((v) => v.name) : Object.keys(latest)).map((v) =>
-        h("tr", { "data-version": v }, h("td", {}, v), h("td", { class: "num" }, `${num(latest[v] || 0)} %`)))),
+      h("h4", {}, `Traffic split and the last ${STATS_WINDOW_S} s`),
+      table(["version", "weight", "req/s", "errors", "p50", "p99", "requests"], (versions.length ? versions.map((v) => v.name) : Object.keys(latest)).map((v) => {
+        const f = figures[v];
+        return h("tr", { "data-version": v }, h("td", {}, v), h("td", { class: "num" }, `${num(latest[v] || 0)} %`),
+          h("td", { class: "num rate" }, f ? f.rate_per_s.toFixed(2) : "–"), h("td", { class: "num errors" }, f ? `${(100 * f.error_rate).toFixed(1)} %` : "–"),
+          h("td", { class: "num p50" }, f ? ms(f.p50_ms) : "–"), h("td", { class: "num p99" }, f ? ms(f.p99_ms) : "–"),
+          h("td", { class: "num total" }, f ? f.requests : "–"));
+      })),
+      live[i] && live[i].note ? h("p", { class: "muted" }, live[i].note) : null,
       ACTIVE.includes(a.state) && changes.length > 1 ? h("button", { on: { click: () => act(() => call("serve_rollback", { job_id: a.id }),
         (w) => `Weights now ${JSON.stringify(w)}.`) } }, "Roll back the last change") : null,
       h("h4", {}, "Changes"), changes.length ? table(["when", "who", "action", "weights", "note"], changes.map((c) => h("tr", {},
@@ -401,7 +411,7 @@ async function act(doIt, say) {
 const ROUTES = [
   [/^\/?$/, overview, "#/"], [/^\/queue$/, queue, "#/queue"], [/^\/jobs$/, jobs, "#/jobs"], [/^\/job\/(.+)$/, job, "#/jobs"],
   [/^\/nodes$/, nodesView, "#/nodes"], [/^\/pipelines$/, pipelines, "#/pipelines"], [/^\/run\/(.+)$/, pipelineRun, "#/pipelines"],
-  [/^\/services$/, services, "#/services"],
+  [/^\/services$/, services, "#/services"], [/^\/tune$/, searches, "#/tune"],
 ];
 
 function current() {

@@ -13,9 +13,13 @@ class TuneJobKind(JobKind):
     driver = "cuberay.kinds.tunejob.driver:run"
     render = None  # no Kubernetes form: it runs inside a tenant's RayCluster, submitted with `cuberay submit`
     import_fields = ("entrypoint",)
+    trials = True
 
     def summary(self, message: str) -> str | None:
         return message.split(RESULTS_SEPARATOR)[0] or None
+
+    def objective(self, job: TuneJob) -> tuple[str, str] | None:  # type: ignore[override]
+        return job.spec.metric, job.spec.mode
 
 
 KIND = TuneJobKind()

@@ -25,9 +25,12 @@ from cuberay.platform.api.records import (
     QueuePage,
     RunRecord,
     ServeChangeRecord,
+    ServeStats,
     StepRecord,
     TenantUsage,
     TrainRun,
+    TrialInfo,
+    TrialsPage,
 )
 from cuberay.platform.api.rules import Over, admin, anyone, declare, driver, member, owner
 
@@ -121,6 +124,12 @@ class ControllerAPI(Protocol):
     @declare(driver(), "One worker's peak cores and memory.")
     def usage(self, job_id: str, worker: int, cpu: float, memory_gib: float) -> None: ...
 
+    @declare(driver(), "The search's trials that changed.")
+    def trials_report(self, job_id: str, attempt: int, trials: list[TrialInfo]) -> None: ...
+
+    @declare(member(Over.JOB, "ref"), "A search's trials: parameters, metric, state.", reads=True)
+    def trials(self, ref: str) -> TrialsPage: ...
+
     # ------------------------------------------------------------------ pipelines
     @declare(member(Over.TENANT, "tenant", optional=True), "Stored pipelines, their schedules and next ticks.",
              reads=True)
@@ -170,6 +179,9 @@ class ControllerAPI(Protocol):
 
     @declare(member(Over.JOB, "app"), "A serving app's traffic changes.", reads=True)
     def serve_history(self, app: str, limit: int | None = 100) -> list[ServeChangeRecord]: ...
+
+    @declare(member(Over.JOB, "app"), "A serving app's live requests, errors and latency per version.", reads=True)
+    def serve_stats(self, app: str, window_s: float = 60.0) -> ServeStats: ...
 
     # ------------------------------------------------------------------ the platform
     @declare(admin(), "Apply an edited platform file.")

@@ -315,3 +315,64 @@ class TrainRun(BaseModel):
     config: dict[str, Any] = Field(description="The training function's config, as submitted.")
     entrypoint: str | None = Field(description="The training function's import path.")
     storage_path: str = Field(description="The tenant's storage folder, where its checkpoints are.")
+
+
+# ---------------------------------------------------------------- a search's trials
+
+
+class TrialInfo(BaseModel):
+    """One trial of a search (a TuneJob) as its driver last reported it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    trial_id: str = Field(description="Ray Tune's trial id.")
+    index: int = Field(description="The trial's number: the order the searcher suggested it in, from 0.")
+    state: str = Field(description="RUNNING, TERMINATED (ran to its end or was stopped early) or ERROR.")
+    config: dict[str, Any] = Field(description="The parameters the searcher chose for it.")
+    value: float | None = Field(description="The metric's last reported value; None before its first report.")
+    iterations: int = Field(description="How many results it has reported.")
+    history: list[float] = Field(description="Its reported values in order (a long trial's last 500).")
+    error: str | None = Field(None, description="The first line of its error, for a trial in ERROR.")
+
+
+class TrialsPage(BaseModel):
+    """A search's trials and what they are measured by: the console's Tune page."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str = Field(description="The search's job id.")
+    attempt: int = Field(description="The attempt the trials are from (the latest that reported any); 0: none.")
+    metric: str | None = Field(description="The metric the search optimises, as its spec names it.")
+    mode: str | None = Field(description="max or min.")
+    trials: list[TrialInfo] = Field(description="Every reported trial, by index.")
+
+
+# ---------------------------------------------------------------- a serving app's traffic, live
+
+
+class VersionFigures(BaseModel):
+    """One version's requests as the app's router counts them: running totals and the last window's figures."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests: int = Field(description="Requests it answered since the router started.")
+    errors: int = Field(description="Of those, the ones that failed.")
+    mirrored: int = Field(0, description="Requests copied to it as a shadow (not answered to clients).")
+    count: int = Field(description="Requests in the window (mirrored copies included).")
+    rate_per_s: float = Field(description="count over the window's length.")
+    error_rate: float = Field(description="Failed share of the window's requests, 0..1.")
+    p50_ms: float | None = Field(description="Median latency in the window; None without requests.")
+    p99_ms: float | None = Field(description="99th percentile latency in the window; None without requests.")
+
+
+class ServeStats(BaseModel):
+    """A serving app's live traffic per version (the console's Services page, `cuberay serve status`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    app: str = Field(description="The app's job id.")
+    window_s: float = Field(description="The window the rates and latencies are over, in seconds.")
+    weights: dict[str, float] = Field(description="The split the router applies now: version -> percent.")
+    versions: dict[str, VersionFigures] = Field(description="Per version that served since the router started.")
+    note: str | None = Field(None, description="Why there are no figures (not running, not deployed yet, or "
+                                               "served without cuberay's router), else None.")

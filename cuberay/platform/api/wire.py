@@ -15,6 +15,7 @@ import typing
 from typing import Any, Mapping
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
 
 from cuberay import errors
 from cuberay.errors import CuberayError
@@ -52,7 +53,9 @@ def answer_schema(method: str) -> dict[str, Any]:
 
 
 def encode_call(caller: Caller, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"caller": caller.model_dump(mode="json"), "args": list(args), "kwargs": dict(kwargs)}
+    """A call's body; records among the arguments (a driver's trials) go as their JSON form."""
+    return {"caller": caller.model_dump(mode="json"), "args": to_jsonable_python(list(args)),
+            "kwargs": to_jsonable_python(dict(kwargs))}
 
 
 def decode_call(method: str, body: Any) -> tuple[Caller, tuple[Any, ...], dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from cuberay.errors import CuberayError
-from cuberay.platform.api.records import AdmissionInfo, AllocationInfo, JobContext, JobRecord
+from cuberay.platform.api.records import AdmissionInfo, AllocationInfo, JobContext, JobRecord, TrialInfo
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
@@ -118,3 +118,12 @@ class DriverAPI:
             rec = self.store.get_job(job_id)
             if rec.attempts:
                 self.store.add_usage(job_id, rec.attempts, int(worker), float(cpu), float(memory_gib))
+
+    @endpoint
+    async def trials_report(self, who: Principal, job_id: str, attempt: int, trials: list[TrialInfo]) -> None:
+        """The trials of a running search that changed since its last report (a stale attempt's are dropped)."""
+        rec = self.store.get_job(job_id)
+        if not rec.state.holds_resources or attempt != rec.attempts:
+            return
+        self.store.put_trials(job_id, attempt, [t if isinstance(t, TrialInfo) else TrialInfo.model_validate(t)
+                                                for t in trials])

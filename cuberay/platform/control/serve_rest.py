@@ -1,6 +1,7 @@
-"""Serve's REST API on the dashboard, as the serving component uses it: read the declarative apps, write them all.
+"""Serve as the serving component uses it: the REST API on the dashboard (read the declarative apps, write them
+all) and an app's ingress (its live traffic figures).
 
-Synchronous (``requests``, through Ray's own Serve client for its token authentication), with a
+Synchronous (``requests``, through Ray's own Serve client for its token authentication; a Serve handle), with a
 timeout on every call; the component runs these in threads.
 """
 
@@ -12,6 +13,7 @@ from cuberay.errors import ServeDeployError
 from cuberay.platform.policy.serving import applications_of
 
 TIMEOUT_S = 60.0
+STATS_TIMEOUT_S = 10.0  # a page's refresh waits on it: a router busier than this is shown as unreadable
 APPLICATIONS = "/api/serve/applications/"  # GET: details of every app; PUT: the whole declarative config
 
 
@@ -30,6 +32,16 @@ class ServeRest:
     def put(self, config: dict[str, Any]) -> None:
         """Replace the whole declarative config (every app it does not list is removed)."""
         self._request("PUT", config)
+
+    def stats(self, name: str, window_s: float) -> dict[str, Any]:
+        """App ``name``'s router's figures (cuberay/serve/router.py ``stats``): weights and per-version counts."""
+        from ray import serve
+
+        try:
+            return serve.get_app_handle(name).stats.remote(window_s).result(timeout_s=STATS_TIMEOUT_S)
+        except Exception as err:  # noqa: BLE001 - Serve raises many kinds here; the page says which
+            raise ServeDeployError(f"cannot read app {name!r}'s traffic from its router ({type(err).__name__}: "
+                                   f"{str(err)[:300]})") from None
 
     def _request(self, method: str, config: dict[str, Any] | None = None) -> Any:
         import requests

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 from cuberay import kinds
 from cuberay.errors import AdmissionError, CuberayError, NotFoundError, ServeDeployError, SpecError
 from cuberay.kinds.serveapp import is_serve_app
-from cuberay.platform.api.records import TrainRun
+from cuberay.platform.api.records import ServeStats, TrainRun, VersionFigures
 from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.serve_rest import ServeRest
 from cuberay.platform.control.store import JobRecord, ServeChangeRecord, Store
@@ -145,6 +145,24 @@ class Serving:
     def history(self, job_id: str, limit: int | None = 100) -> list[ServeChangeRecord]:
         return self.store.serve_changes(job_id, limit)
 
+    async def stats(self, job_id: str, window_s: float) -> ServeStats:
+        """The app's live traffic per version from its router; a note instead where it has none to give."""
+        rec, app = self._app(job_id)
+        if not 1.0 <= window_s <= pol.STATS_WINDOW_MAX_S:
+            raise SpecError(f"window_s {window_s:g} is outside 1..{pol.STATS_WINDOW_MAX_S:g} s (what a router "
+                            f"keeps); ask for a window in that range", path="window_s")
+        note = pol.stats_note(rec.state.value, app.spec.engines)
+        if note is None:
+            try:
+                figures = await asyncio.to_thread(self.rest.stats, app.serve_name, window_s)
+            except ServeDeployError as err:
+                note = str(err)
+        if note is not None:
+            return ServeStats(app=rec.id, window_s=window_s, weights={}, versions={}, note=note)
+        return ServeStats(app=rec.id, window_s=window_s, weights=dict(figures.get("weights") or {}),
+                          versions={v: VersionFigures(**pol.figures(f, window_s))
+                                    for v, f in (figures.get("versions") or {}).items()})
+
     def find_train_run(self, tenant: str, job: str | None = None, run: str | None = None,
                        previous: int = 0) -> TrainRun:
         """A SUCCEEDED TrainJob run to serve: its id, training config, entrypoint and storage path."""
@@ -195,6 +213,9 @@ class Serving:
 
     async def serve_history(self, who: Principal, app: str, limit: int | None = 100) -> list[ServeChangeRecord]:
         return self.history(who.target.id, limit)
+
+    async def serve_stats(self, who: Principal, app: str, window_s: float = 60.0) -> ServeStats:
+        return await self.stats(who.target.id, float(window_s))
 
     # ------------------------------------------------------------------ the serialised step
 

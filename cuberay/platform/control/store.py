@@ -30,6 +30,7 @@ from cuberay.platform.api.records import EventRecord, JobRecord, ServeChangeReco
 from cuberay.platform.control import schema
 from cuberay.platform.control.schema import SCHEMA_VERSION, SchemaVersionError  # noqa: F401 (public API)
 from cuberay.platform.control.store_pages import JobPages, readable
+from cuberay.platform.control.store_trials import TrialRows
 from cuberay.platform.control.tables import (
     Base,
     EventRow,
@@ -108,7 +109,7 @@ def _make_engine(url: str) -> Engine:
     return engine
 
 
-class Store(JobPages):
+class Store(JobPages, TrialRows):
     """The controller's database. One instance per process; each call is one transaction."""
 
     def __init__(self, url: str) -> None:

@@ -1,4 +1,4 @@
-"""The control plane's tables (SQLAlchemy declarative rows): tenants, jobs, usage, events, Serve changes.
+"""The control plane's tables (SQLAlchemy declarative rows): tenants, jobs, usage, events, Serve changes, trials.
 
 Only :mod:`.store` (and :mod:`.pipeline_store`, whose tables share this metadata) reads
 and writes them; callers get pydantic records, never rows.
@@ -110,3 +110,21 @@ class ServeChangeRow(Base):
     action: Mapped[str] = mapped_column(String(32))
     weights: Mapped[dict[str, float]] = mapped_column(JSON)
     note: Mapped[str] = mapped_column(Text)
+
+
+class TrialRow(Base):
+    """One trial of a search as its driver last reported it (the console's Tune page, `cuberay tune trials`)."""
+
+    __tablename__ = "trials"
+
+    job_id: Mapped[str] = mapped_column(String(ID_LEN), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[str] = mapped_column(String(ID_LEN), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    value: Mapped[float | None] = mapped_column(Double)
+    iterations: Mapped[int] = mapped_column(Integer)
+    history: Mapped[list[float]] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    time: Mapped[float] = mapped_column(Double)

@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from cuberay import kinds
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.api.records import (
     EventRecord,
@@ -28,6 +29,7 @@ from cuberay.platform.api.records import (
     QueueEntry,
     QueuePage,
     TenantUsage,
+    TrialsPage,
 )
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import logs as job_logs
@@ -36,6 +38,7 @@ from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.snapshot import Snapshot
 from cuberay.platform.control.store_pages import JobFilter, check_page, readable_by
 from cuberay.platform.policy.states import JobState
+from cuberay.platform.spec import load_spec
 
 ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
@@ -69,6 +72,14 @@ class Views:
         total, records = self.store.job_page(wanted, offset, limit, _visible(self, who))
         snapshot = self.snapshot
         return JobPage(total=total, offset=offset, records=[self._live(r, snapshot) for r in records])
+
+    @endpoint
+    async def trials(self, who: Principal, ref: str) -> TrialsPage:
+        rec = who.target
+        attempt, trials = self.store.trials(rec.id)
+        objective = kinds.of(rec.kind).objective(load_spec(rec.spec))
+        metric, mode = objective if objective else (None, None)
+        return TrialsPage(job_id=rec.id, attempt=attempt, metric=metric, mode=mode, trials=trials)
 
     @endpoint
     async def events(self, who: Principal, job_id: str | None = None, limit: int | None = 100) -> list[EventRecord]:

@@ -18,6 +18,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
+from cuberay.platform.spec.serve import MAX_STEP_TIMEOUT_S
 
 TRAFFIC_KEYS = frozenset({"weights", "mirror", "rate_limit", "sticky_header"})  # the ingress user_config
 DEPLOY, ROLLOUT, ROLLBACK, TRAFFIC, DELETE = "deploy", "rollout", "rollback", "traffic", "delete"
@@ -196,3 +197,28 @@ def rollback_target(changes: Sequence[Any], current: Mapping[str, float], to: in
         raise CuberayError(f"the app already has the weights it had before {what} ({target}); to restore other "
                            f"weights pick a change with `--to ID` from `cuberay serve history APP`")
     return target, f"manual rollback to the weights before {what} (change {own[index].id})"
+
+
+# ---------------------------------------------------------------- live figures
+
+# The longest window a router's figures cover: it keeps a rollout step's samples, up to a step's longest timeout.
+STATS_WINDOW_MAX_S = MAX_STEP_TIMEOUT_S
+
+
+def stats_note(state: str, engines: Iterable[str]) -> str | None:
+    """Why an app has no live figures to read from its router, or None when it has (it runs cuberay's router)."""
+    if state != "RUNNING":
+        return f"the app is {state}, not RUNNING: figures come from its router while it serves"
+    if "vllm" in set(engines):
+        return ("served by Ray Serve LLM without cuberay's router: its figures are Ray Serve's own metrics "
+                "(ray_serve_* on Ray's Prometheus endpoint)")
+    return None
+
+
+def figures(raw: Mapping[str, Any], window_s: float) -> dict[str, Any]:
+    """One version's figures as the router reports them (cuberay/serve/metrics.py), with the window's rate."""
+    count = int(raw.get("count") or 0)
+    return {"requests": int(raw.get("requests") or 0), "errors": int(raw.get("errors") or 0),
+            "mirrored": int(raw.get("mirrored") or 0), "count": count, "rate_per_s": count / window_s,
+            "error_rate": float(raw.get("error_rate") or 0.0), "p50_ms": raw.get("p50_ms"),
+            "p99_ms": raw.get("p99_ms")}
