@@ -80,6 +80,8 @@ def test_the_driver_reports_trials_and_members_read_them(controller: InProcess, 
         with pytest.raises(AdmissionError, match="driver"):       # a person does not report for the driver
             client.api().trials_report(job_id, 1, [trial(3, 9.0)])
         assert main(["tune", "trials", job_id]) == 0
+    assert controller.controller.store.trials(job_id) == (1, page.trials)
+    assert controller.controller.store.trials_of(job_id, 0) == []  # the stale attempt's report left no row
     assert (page.metric, page.mode, page.attempt) == ("value", "min", 1)
     assert [(t.index, t.state, t.value) for t in page.trials] == [(0, "RUNNING", 3.1), (1, "TERMINATED", 0.7)]
     out = capsys.readouterr().out

@@ -34,10 +34,12 @@ class TrialRows:
         """The latest attempt of ``job_id`` that reported trials, and its trials by index; (0, []) for none."""
         with self._sessions() as session:  # type: ignore[attr-defined]
             attempt = session.scalar(select(func.max(TrialRow.attempt)).where(TrialRow.job_id == job_id))
-            if attempt is None:
-                return 0, []
+        return (0, []) if attempt is None else (attempt, self.trials_of(job_id, attempt))
+
+    def trials_of(self, job_id: str, attempt: int) -> list[TrialInfo]:
+        """The trials attempt ``attempt`` of ``job_id`` reported, by index."""
+        with self._sessions() as session:  # type: ignore[attr-defined]
             rows = session.scalars(select(TrialRow).where(TrialRow.job_id == job_id, TrialRow.attempt == attempt)
                                    .order_by(TrialRow.idx, TrialRow.trial_id))
-            return attempt, [TrialInfo(trial_id=r.trial_id, index=r.idx, state=r.state, config=r.config,
-                                       value=r.value, iterations=r.iterations, history=r.history, error=r.error)
-                             for r in rows]
+            return [TrialInfo(trial_id=r.trial_id, index=r.idx, state=r.state, config=r.config, value=r.value,
+                              iterations=r.iterations, history=r.history, error=r.error) for r in rows]
