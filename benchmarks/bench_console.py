@@ -93,9 +93,10 @@ class Api:
 def page_calls(probe_id: str) -> dict[str, dict[str, Callable[[Api], Any]]]:
     """Each page's calls (cuberay/console/static/console.js), by page."""
     return {
-        "files": {"GET /": lambda a: a.get("/"), "GET /static/console.js": lambda a: a.get("/static/console.js")},
+        "files": {"GET /": lambda a: a.get("/"), "GET /static/console.js": lambda a: a.get("/static/console.js"),
+                  "GET /static/trials.js": lambda a: a.get("/static/trials.js")},
         "overview": {"tenants": lambda a: a.call("tenants"), "nodes": lambda a: a.call("nodes"),
-                     "events limit=1000": lambda a: a.call("events", limit=1000)},
+                     "event_counts last hour": lambda a: a.call("event_counts", since=time.time() - 3600)},
         "queue": {"queue_page": lambda a: a.call("queue_page", limit=50),
                   "queue_page page 1,000": lambda a: a.call("queue_page", offset=50_000, limit=50),
                   "queue_page tenant=probe": lambda a: a.call("queue_page", tenant="probe", limit=50),
@@ -110,8 +111,10 @@ def page_calls(probe_id: str) -> dict[str, dict[str, Callable[[Api], Any]]]:
                 "events of a job": lambda a: a.call("events", job_id=probe_id, limit=500),
                 "logs": lambda a: a.call("logs", ref=probe_id, offset=0, limit=262144)},
         "nodes": {"running": lambda a: a.call("running")},
-        "pipelines": {"pipeline_runs": lambda a: a.call("pipeline_runs")},
+        "pipelines": {"pipeline_list": lambda a: a.call("pipeline_list"),
+                      "pipeline_runs": lambda a: a.call("pipeline_runs")},
         "services": {"job_page kinds=ServeApp": lambda a: a.call("job_page", kinds=["ServeApp"], limit=100)},
+        "tune": {"job_page kinds=TuneJob": lambda a: a.call("job_page", kinds=["TuneJob"], limit=50)},
     }
 
 

@@ -155,9 +155,11 @@ def test_the_consoles_services_page_shows_the_split_and_its_changes(served, ray_
                                                                          for f in stats.versions.values())
         busiest = max(stats.versions, key=lambda v: stats.versions[v].count)
         row = card.locator(f"tr[data-version={busiest}]")
-        wait_for(lambda: row.locator("td.rate").inner_text() not in ("–", "0.00"), 30, "the live request rate")
+        total = row.locator("td.total")
+        wait_for(lambda: total.inner_text() != "–" and int(total.inner_text()) >= stats.versions[busiest].requests,
+                 30, "the page to show the requests just sent")  # live: it refreshes without a reload
+        assert row.locator("td.rate").inner_text() not in ("–", "0.00")
         assert row.locator("td.errors").inner_text() == "0.0 %" and row.locator("td.p50").inner_text().endswith("ms")
-        assert int(row.locator("td.total").inner_text()) >= stats.versions[busiest].requests
         console.assert_clean()
 
 
