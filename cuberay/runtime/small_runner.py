@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from cuberay.platform.control.aio import wait_set
 from cuberay.platform.control.head import NAMESPACE
 from cuberay.platform.control.small import FAILED, RUNNER_NAME, STOPPED, SUCCEEDED
 from cuberay.runtime.env import compose_env, worker_env
@@ -160,10 +161,7 @@ class SmallRunner:
             left = deadline - time.monotonic()
             if out or left <= 0:
                 return out
-            try:
-                await asyncio.wait_for(self._changed.wait(), timeout=left)
-            except asyncio.TimeoutError:
-                pass
+            await wait_set(self._changed, left)  # not wait_for: it can swallow a cancellation
 
     async def running(self) -> list[str]:
         return list(self.runs)

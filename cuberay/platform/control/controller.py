@@ -43,6 +43,7 @@ from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import ids
 from cuberay.platform.control import snapshot as snap
+from cuberay.platform.control.aio import wait_set
 from cuberay.platform.control.claims import Claims
 from cuberay.platform.control.cluster import Cluster, RayCluster
 from cuberay.platform.control.driver_api import DriverAPI
@@ -186,10 +187,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
                 await self._tick()
             except Exception:  # noqa: BLE001 - one bad tick must not stop the platform
                 log.exception("cuberay controller tick failed")
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval_s)
-            except asyncio.TimeoutError:
-                pass
+            await wait_set(self._wake, self.interval_s)  # never wait_for: it can swallow the loop's cancel
             self._wake.clear()
 
     async def _tick(self) -> None:
