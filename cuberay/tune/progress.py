@@ -6,6 +6,7 @@ those that changed since the last report are handed out (:meth:`Progress.take_ch
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -34,7 +35,7 @@ class Progress:
         if found is None:
             found = self.rows[trial.trial_id] = {
                 "trial_id": trial.trial_id, "index": _number(trial, len(self.rows)), "state": "RUNNING",
-                "config": {k: v for k, v in (trial.config or {}).items() if k != SLOT_KEY},
+                "config": _plain({k: v for k, v in (trial.config or {}).items() if k != SLOT_KEY}),
                 "value": None, "iterations": 0, "history": [], "error": None}
         self.changed.add(trial.trial_id)
         return found
@@ -96,6 +97,12 @@ class ProgressCallback(Callback):
         row = self.progress.row(trial)
         row["state"], row["error"] = "ERROR", _error_line(trial)
         self._changed()
+
+
+def _plain(config: dict) -> dict:
+    """The config as JSON holds it (the row is stored as JSON): numpy numbers become numbers, anything else its
+    text."""
+    return json.loads(json.dumps(config, default=lambda v: v.item() if hasattr(v, "item") else str(v)))
 
 
 def _number(trial: Any, fallback: int) -> int:

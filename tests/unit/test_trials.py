@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy
 import pytest
 
 from cuberay.cli import main
@@ -31,6 +32,7 @@ def test_the_callback_keeps_each_trials_row_and_hands_out_only_what_changed(tmp_
     progress = Progress(metric="loss", mode="min", total=3)
     cb = ProgressCallback(progress)
     a, b = fake_trial("a1", 0, x=1.5), fake_trial("b2", 1, x=3.0, error_file=str(tmp_path / "error.txt"))
+    b.config["n"], b.config["f"] = numpy.int64(4), len  # a sampled numpy integer; something JSON cannot hold
     cb.on_trial_start(0, [], a)
     cb.on_trial_start(0, [], b)
     cb.on_trial_result(0, [], a, {"loss": 0.9})
@@ -46,6 +48,7 @@ def test_the_callback_keeps_each_trials_row_and_hands_out_only_what_changed(tmp_
     cb.on_trial_error(0, [], b)
     done, failed = progress.take_changed()
     assert (done["state"], failed["state"], failed["error"]) == ("TERMINATED", "ERROR", "ValueError: x too big")
+    assert failed["config"] == {"x": 3.0, "n": 4, "f": "<built-in function len>"}
     assert progress.best_value == 0.4 and progress.summary().startswith("trials 1 done, 0 running, 1 failed")
     rows[0]["history"].append(99.0)                       # handed-out rows are copies
     assert progress.rows["a1"]["history"] == [0.9, 0.4]
