@@ -91,7 +91,7 @@ def search_outcome(record: JobRecord) -> dict[str, Any]:
 @tune_app.command("trials")
 def trials(ref: str = typer.Argument(..., metavar="JOB", help="A search's job id or name."),
            output: Format = output_option()) -> None:
-    """A search's trials as it runs: parameters, the metric's last value, reports and state, best first."""
+    """A search's trials as it runs: parameters, the metric's last value, reports and state; the best marked."""
     page = client.api().trials(ref)
     if output != Format.table:
         emit(page, output)

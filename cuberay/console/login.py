@@ -110,8 +110,8 @@ def _logout(sessions: Sessions) -> Any:
 
 
 async def _kinds(request: web.Request) -> web.Response:
-    """The job kinds and what the pages need of them (which are services, which run trials), from the registry: the pages never
-    name a kind themselves."""
+    """The job kinds and what the pages need of them (which are services, which run trials), from the registry:
+    the pages never name a kind themselves."""
     return web.json_response({k.name: {"service": k.service, "trials": k.trials} for k in kinds.registered()})
 
 

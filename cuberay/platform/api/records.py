@@ -332,7 +332,7 @@ class TrialInfo(BaseModel):
     value: float | None = Field(description="The metric's last reported value; None before its first report.")
     iterations: int = Field(description="How many results it has reported.")
     history: list[float] = Field(description="Its reported values in order (a long trial's last 500).")
-    error: str | None = Field(None, description="The first line of its error, for a trial in ERROR.")
+    error: str | None = Field(None, description="Its error in one line (the exception), for a trial in ERROR.")
 
 
 class TrialsPage(BaseModel):

@@ -125,5 +125,4 @@ class DriverAPI:
         rec = self.store.get_job(job_id)
         if not rec.state.holds_resources or attempt != rec.attempts:
             return
-        self.store.put_trials(job_id, attempt, [t if isinstance(t, TrialInfo) else TrialInfo.model_validate(t)
-                                                for t in trials])
+        self.store.put_trials(job_id, attempt, [TrialInfo.model_validate(t) for t in trials])  # dicts over HTTP

@@ -148,8 +148,7 @@ def due_ticks(schedule: Schedule, last_tick: float | None, submitted: float, now
     From ``schedule.start`` (or ``submitted``) on, strictly after ``last_tick``. Without ``catchup`` only the
     latest due tick is returned: the ones before it are skipped for good.
     """
-    start = schedule.start.timestamp() if schedule.start is not None else submitted
-    floor = start - 1 if last_tick is None else max(last_tick, start - 1)  # a start exactly on a tick counts
+    floor = _counted_after(schedule, last_tick, submitted)
     if not schedule.catchup:
         latest = croniter(schedule.cron, _utc(now + 1)).get_prev(float)
         return [latest] if floor < latest <= now else []
@@ -163,13 +162,18 @@ def due_ticks(schedule: Schedule, last_tick: float | None, submitted: float, now
     return ticks
 
 
-def next_ticks(schedule: Schedule, last_tick: float | None, submitted: float, now: float, count: int = 3) -> list[float]:
+def next_ticks(schedule: Schedule, last_tick: float | None, submitted: float, now: float,
+               count: int = 3) -> list[float]:
     """The next ``count`` ticks still to come after ``now`` (epoch seconds, soonest first): what a person planning
     around the schedule wants to see. Ticks due already (a backfill the next loop makes) are not among them."""
-    start = schedule.start.timestamp() if schedule.start is not None else submitted
-    floor = max(now, start - 1, last_tick if last_tick is not None else start - 1)
-    it = croniter(schedule.cron, _utc(floor))
+    it = croniter(schedule.cron, _utc(max(now, _counted_after(schedule, last_tick, submitted))))
     return [it.get_next(float) for _ in range(count)]
+
+
+def _counted_after(schedule: Schedule, last_tick: float | None, submitted: float) -> float:
+    """Ticks strictly after this time count: from ``schedule.start`` (or ``submitted``) on, after ``last_tick``."""
+    start = schedule.start.timestamp() if schedule.start is not None else submitted
+    return start - 1 if last_tick is None else max(last_tick, start - 1)  # a start exactly on a tick counts
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,6 @@ class InProcess:
         self._thread.join(timeout=30)
         self.controller.store.close()
 
-
     def _pending(self) -> str:
         """Each task still on the loop, with where it waits (for a close that does not end)."""
         lines = []
