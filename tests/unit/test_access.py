@@ -79,6 +79,16 @@ def test_the_actor_takes_the_caller_first() -> None:
         assert params[:2] == ["self", "caller"], (name, params)
 
 
+def test_the_actor_has_one_concurrency_group_and_every_method_runs_where_it_exists() -> None:
+    # Ray starts each group's event loop from a lambda that reads the loop variable late: with a second group
+    # the first group's loop can go unrun and its methods hang (the controller's ping never answered).
+    from cuberay.platform.control.install import CONCURRENCY_GROUPS
+
+    assert len(CONCURRENCY_GROUPS) == 1, CONCURRENCY_GROUPS
+    for name, declared in ENDPOINTS.items():
+        assert declared.concurrency_group in (None, *CONCURRENCY_GROUPS), name
+
+
 def test_docs_security_lists_every_method_and_its_rule() -> None:
     doc = REPO / "docs" / "security.md"
     text = doc.read_text()

@@ -6,8 +6,7 @@ whole public surface. The controller wraps each of its public methods with the r
 methods and rules is generated from it.
 
 ``reads``: answered on the controller's reads thread from the last published snapshot and the store, so an
-admission cycle in progress never delays it. ``group``: another concurrency group of the actor, off the
-admission loop too (``logs``, whose file reads run in threads).
+admission cycle in progress never delays it.
 """
 
 from __future__ import annotations

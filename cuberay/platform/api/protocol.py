@@ -54,7 +54,7 @@ class ControllerAPI(Protocol):
     @declare(member(Over.JOB, "ref"), "A job's record.", reads=True)
     def status(self, ref: str) -> JobRecord: ...
 
-    @declare(member(Over.JOB, "ref"), "A chunk of one attempt's log, from a byte offset.", group="logs")
+    @declare(member(Over.JOB, "ref"), "A chunk of one attempt's log, from a byte offset.", reads=True)
     def logs(self, ref: str, attempt: int | None = None, offset: int = 0, limit: int = LOG_CHUNK) -> LogChunk: ...
 
     @declare(member(Over.JOB, "job_id", optional=True), "The event log (of one job).", reads=True)

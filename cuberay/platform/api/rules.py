@@ -123,25 +123,24 @@ class Endpoint:
     name: str
     rule: Rule
     summary: str
-    reads: bool = False       # answered on the reads thread from the published snapshot and the store
-    group: str | None = None  # another concurrency group of its own (``reads`` implies "reads")
+    reads: bool = False  # answered on the reads thread from the published snapshot and the store
 
     @property
     def concurrency_group(self) -> str | None:
-        return "reads" if self.reads else self.group
+        return "reads" if self.reads else None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__cuberay_endpoint__"
 
 
-def declare(rule: Rule, summary: str, *, reads: bool = False, group: str | None = None) -> Callable[[F], F]:
+def declare(rule: Rule, summary: str, *, reads: bool = False) -> Callable[[F], F]:
     """Give a method of the protocol its rule (checked against its parameters) and its summary."""
     def mark(fn: F) -> F:
         import inspect
 
         if rule.param is not None and rule.param not in inspect.signature(fn).parameters:
             raise TypeError(f"the rule of {fn.__name__} is about parameter {rule.param!r}, which it does not have")
-        setattr(fn, ATTRIBUTE, Endpoint(fn.__name__, rule, summary, reads, group))
+        setattr(fn, ATTRIBUTE, Endpoint(fn.__name__, rule, summary, reads))
         return fn
     return mark

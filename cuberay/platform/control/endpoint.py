@@ -16,11 +16,10 @@ from typing import Any, Callable
 import ray
 
 from cuberay.platform.api import ENDPOINTS, SIGNATURES, Endpoint
-from cuberay.platform.control.logs import LOGS
 from cuberay.platform.control.snapshot import READS
 
 ATTRIBUTE = "__cuberay_endpoint__"
-GROUPS = (READS, LOGS)  # the actor's concurrency groups (control/install.py); the rest run on the loop
+GROUPS = (READS,)  # the actor's concurrency groups (install.CONCURRENCY_GROUPS); the rest run on the loop
 
 
 def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:

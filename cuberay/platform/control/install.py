@@ -21,7 +21,6 @@ from cuberay.platform.control.cluster import RayCluster
 from cuberay.platform.control.controller import Controller
 from cuberay.platform.control.head import API_NAME, CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.ids import CONSOLE_URL_KEY
-from cuberay.platform.control.logs import LOGS
 from cuberay.platform.control.snapshot import READS
 
 
@@ -40,6 +39,14 @@ def find() -> Any | None:
         return None
 
 
+# Reads run on a thread of their own, off the admission loop (control/snapshot.py). One group only: Ray starts
+# each group's loop in a thread whose target reads the loop variable late, so with two groups the first one's
+# loop could go unrun and every call in it hang (seen as a ping that never answered, and "this event loop is
+# already running" in the controller's log). Log reads share the group; their file reads run in a pool of their
+# own, so followers of long logs never take the other reads' threads (control/logs.py).
+CONCURRENCY_GROUPS = {READS: 48}
+
+
 def install(platform: Mapping[str, Any], *, installer: str, replace: bool = False, timeout_s: float = 120.0) -> Any:
     """Create the detached controller on the head node (or return the running one); waits until it answers.
 
@@ -49,9 +56,7 @@ def install(platform: Mapping[str, Any], *, installer: str, replace: bool = Fals
         uninstall(timeout_s=timeout_s)
     if find() is None:  # a fresh controller starts from ``platform``, not from an earlier one's live reload
         reloading.clear(RayCluster())
-    # Reads run on a thread of their own, off the admission loop (control/snapshot.py); log reads on another,
-    # so followers of long logs never hold up the other reads (control/logs.py).
-    actor = ray.remote(concurrency_groups={READS: 32, LOGS: 16})(Controller).options(
+    actor = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(Controller).options(
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))

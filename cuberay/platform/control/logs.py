@@ -15,13 +15,16 @@ its last lines), never from an offset: there a read costs the whole log, as it a
 An ``external`` job's driver (``ray job submit -- cuberay run``) is one Ray Job of the user's for every
 attempt, so its log is one log, read as attempt 1.
 
-The controller runs these reads in threads, off its admission loop (``LOGS`` below).
+The controller serves these reads with its other reads, off its admission loop, and runs them in a thread
+pool of their own (``POOL`` below), so a follower of a long log never takes a thread the other reads need.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -31,7 +34,7 @@ from cuberay.platform.api.records import JobRecord, LogChunk
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.small import log_file
 
-LOGS = "logs"        # the controller's concurrency group for log reads
+POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="cuberay-log-read")  # threads start on first use
 CHUNK = 1 << 20      # bytes per read unless the caller asks for fewer
 MAX_CHUNK = 8 << 20  # the most one read returns
 _MIN_READ = 4        # a UTF-8 character's most bytes: a read always moves on
@@ -50,6 +53,11 @@ def latest_attempt(rec: JobRecord) -> int:
     if rec.driver == "external":
         return 1 if rec.submission_id else 0
     return rec.attempts
+
+
+async def read_in_pool(rec: JobRecord, attempt: int | None, offset: int, limit: int, sources: Sources) -> LogChunk:
+    """:func:`read` in the log reads' own threads."""
+    return await asyncio.get_running_loop().run_in_executor(POOL, read, rec, attempt, offset, limit, sources)
 
 
 def read(rec: JobRecord, attempt: int | None, offset: int, limit: int, sources: Sources) -> LogChunk:

@@ -13,7 +13,6 @@ names, sizes and reasons, as a shared queue does, and never a spec, env or log.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 import time
@@ -98,7 +97,7 @@ class Views:
         rec = who.target
         launcher = self.drivers.launcher
         sources = job_logs.Sources(self._tenant_storage(rec.tenant), launcher.driver_log, launcher.logs)
-        return await asyncio.to_thread(job_logs.read, rec, attempt, offset, limit, sources)
+        return await job_logs.read_in_pool(rec, attempt, offset, limit, sources)
 
     # ------------------------------------------------------------------ API: views
 
