@@ -100,7 +100,6 @@ def test_job_pages_count_filter_and_escape_on_postgresql(url: str) -> None:
         assert s.job_page(JobFilter(), 1, 1)[1][0].id == "vision-mnistXa-2"
         assert s.job_page(JobFilter(), 0, 10, visible=({"vision"}, "nina"))[0] == 3  # nina's own nlp job too
         assert s.job_page(JobFilter(), 0, 10, visible=({"vision"}, "zoe"))[0] == 2
-        assert s.unfinished_ids("nina") == {"nlp-bert-3"}
 
 
 def test_the_unit_tier_store_tests_are_collected_here() -> None:

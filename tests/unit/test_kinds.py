@@ -38,7 +38,7 @@ def _doc(kind: str, spec: dict[str, Any], name: str = "j") -> dict[str, Any]:
 
 
 def _request(job: Any) -> Any:
-    return conv.job_request("a-j-1", job, load_platform(PLATFORM).tenants[0], 0.0)
+    return conv.job_request("a-j-1", job, load_platform(PLATFORM).tenants[0], 0.0, "alice")
 
 
 @pytest.fixture

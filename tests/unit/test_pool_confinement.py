@@ -49,9 +49,9 @@ def test_live_requests_carry_the_pool_constraint() -> None:
     platform = _platform(["east", "west"])
     job = load_spec({"apiVersion": "cuberay.io/v1alpha1", "kind": "Task", "metadata": {"name": "t"},
                      "spec": {"command": "true"}})
-    req = job_request("vision-t-1", job, platform.tenant("vision"), 0.0)
+    req = job_request("vision-t-1", job, platform.tenant("vision"), 0.0, "alice")
     assert req.worker.node_selector()[LABEL_POOL] == "in(east,west)"
-    assert LABEL_POOL not in job_request("nlp-t-1", job, platform.tenant("nlp"), 0.0).worker.node_selector()
+    assert LABEL_POOL not in job_request("nlp-t-1", job, platform.tenant("nlp"), 0.0, "alice").worker.node_selector()
 
 
 def test_a_pool_the_job_names_itself_wins() -> None:

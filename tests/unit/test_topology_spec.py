@@ -88,10 +88,10 @@ def test_the_examples_run_a_required_gang_inside_one_rack():
     tenant = platform.tenant("research")
     rack = load_spec(EXAMPLES / "train-rack.yaml")
     near = load_spec(EXAMPLES / "sweep-preferred.yaml")
-    req = job_request("rack-1", rack, tenant, 0.0)
+    req = job_request("rack-1", rack, tenant, 0.0, "alice")
     assert req.topology == Locality("required", "rack")
     for job_id, job in (("rack-1", rack), ("near-1", near)):
-        assert state.submit(job_request(job_id, job, tenant, 0.0)) is None
+        assert state.submit(job_request(job_id, job, tenant, 0.0, "alice")) is None
     cycle = schedule(state, 0.0)
     placed = {d.job_id: d.node_ids for d in cycle.admitted}
     assert set(placed) == {"rack-1", "near-1"}

@@ -55,6 +55,7 @@ from cuberay.platform.control.heap import HeapKeeper
 from cuberay.platform.control.metrics import PlatformMetrics, TenantStats
 from cuberay.platform.control.nodes import ForeignUsage, is_foreign, live_nodes
 from cuberay.platform.control.pipeline_service import PipelineService
+from cuberay.platform.control.planner_stats import StatisticsKeeper
 from cuberay.platform.control.reloading import Reload, persisted
 from cuberay.platform.control.scaling import ScaleRequests
 from cuberay.platform.control.serving import Serving
@@ -125,6 +126,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self._submit_lock = asyncio.Lock()  # submits: queue a job without waiting for a tick
         self._ticks = 0
         self.heap = HeapKeeper()  # keeps the cycle collector off a deep queue (control/heap.py)
+        self.statistics = StatisticsKeeper(self.store)  # keeps the pages' query plans good (planner_stats.py)
         self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
         self._apply_nodes(live_nodes(self.cluster.nodes()), time.time(), announce=False)
         self._recover(time.time())
@@ -145,7 +147,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             except CuberayError as err:
                 self._store_end(rec.id, JobState.FAILED, f"cannot resume after a controller restart: {err}", now)
                 continue
-            req = conv.job_request(rec.id, job, tenant, rec.submit_time, rec.attained_gpu_s)
+            req = conv.job_request(rec.id, job, tenant, rec.submit_time, rec.user, rec.attained_gpu_s)
             self.state.queue.add(req)
             self.claims.hold(rec.id, job.claims())
             if rec.state.is_waiting:
@@ -215,6 +217,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             self._ticks += 1
             self._publish()
             self.heap.tend(self.state.queue)
+            self.statistics.tend(time.monotonic())
 
     def _publish(self) -> None:
         """Replace the snapshot the reads serve (see control/snapshot.py)."""

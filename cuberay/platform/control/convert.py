@@ -7,6 +7,7 @@ on their own.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Iterable
 
 from cuberay import kinds
@@ -77,7 +78,7 @@ def same_request(earlier: JobRecord, job: Job) -> JobRecord:
     return earlier.model_copy(update={"repeat": True})
 
 
-def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
+def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float, user: str,
                 attained_gpu_s: float = 0.0) -> JobRequest:
     """The scheduler's view of a job: gang of min_workers, growing to max_workers when elastic."""
     elastic, kind = job.max_workers > job.min_workers, kinds.of(job.kind)
@@ -87,7 +88,7 @@ def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float,
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
         attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=kind.service,
-        resizable=elastic and kind.resizes(job), topology=locality(job),
+        resizable=elastic and kind.resizes(job), topology=locality(job), user=sys.intern(user),
     )
 
 

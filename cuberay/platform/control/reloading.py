@@ -116,4 +116,4 @@ class Reload:
             rec = self.store.get_job(queued.id)
             self.state.queue.remove(queued.id)
             self.state.queue.add(conv.job_request(rec.id, load_spec(rec.spec), new.tenant(rec.tenant),
-                                                  rec.submit_time or now, queued.attained_gpu_s))
+                                                  rec.submit_time or now, rec.user, queued.attained_gpu_s))

@@ -84,17 +84,18 @@ class Snapshot:
         return out
 
     def queue_page(self, records_of: Callable[[list[str]], Mapping[str, JobRecord]], tenant: str | None,
-                   state: str | None, only: set[str] | None, offset: int, limit: int,
-                   now: float | None = None) -> tuple[int, list[QueueEntry]]:
+                   state: str | None, user: str | None, offset: int, limit: int,
+                   visible: tuple[set[str], str] | None = None, now: float | None = None) -> tuple[int, list[QueueEntry]]:
         """(how many entries match, one page of them), in :meth:`queue_entries`'s order.
 
         Unlike :meth:`queue_entries` it walks the snapshot, not the store, and reads only the page's records
         (``records_of``), so a page costs the same at any backlog. ``state`` is "running", "waiting" or None;
-        ``only``, if given, the job ids that may be listed. A job the order still holds but the store has
+        ``user``, if given, lists that user's jobs only, and only those ``visible`` (tenants, the viewer) may
+        read: a user filter looks within the viewer's own tenants. A job the order still holds but the store has
         since ended drops out of its page, so a page may be a row or two short until the next ordering.
         """
         now = time.time() if now is None else now
-        rows = self._page_rows(tenant, state, only)
+        rows = self._page_rows(tenant, state, user, visible)
         page = rows[offset:offset + limit]
         records = records_of([job.id for job, _, _ in page])
         entries = []
@@ -105,10 +106,16 @@ class Snapshot:
             entries.append(self._listed(rec, job, position, run, now))
         return len(rows), entries
 
-    def _page_rows(self, tenant: str | None, state: str | None,
-                   only: set[str] | None) -> list[tuple[JobRequest, int | None, RunningJob | None]]:
+    def _page_rows(self, tenant: str | None, state: str | None, user: str | None,
+                   visible: tuple[set[str], str] | None) -> list[tuple[JobRequest, int | None, RunningJob | None]]:
+        tenants, viewer = visible if visible is not None else (None, None)
+
         def kept(job: JobRequest) -> bool:
-            return (not tenant or job.tenant == tenant) and (only is None or job.id in only)
+            if tenant and job.tenant != tenant:
+                return False
+            if not user:
+                return True
+            return job.user == user and (tenants is None or job.tenant in tenants or job.user == viewer)
 
         rows: list[tuple[JobRequest, int | None, RunningJob | None]] = []
         if state in (None, "running"):

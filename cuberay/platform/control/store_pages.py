@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from cuberay.errors import SpecError
 from cuberay.platform.api.records import JobRecord
@@ -19,6 +19,7 @@ from cuberay.platform.control.tables import EventRow, JobRow
 from cuberay.platform.policy.states import JobState
 
 MAX_PAGE = 1000  # rows one call may ask for: a page is what a person reads, not an export (`list_jobs` is)
+STATS_MIN_ROWS = 500  # below this many jobs any plan is fast: statistics wait until the table has this many
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,20 @@ class JobPages:
     """Paged reads of the jobs table; the Store supplies ``_sessions``."""
 
     _sessions: Any
+    _stats_rows: int | None = None  # jobs at this process's last refresh of the planner statistics
+
+    def refresh_statistics(self) -> bool:
+        """Refresh the query planner's statistics (``ANALYZE``) if this process never has, or the jobs table has
+        doubled since; True if it did. Without them SQLite sorts the whole table to serve a page
+        (control/planner_stats.py)."""
+        with self._sessions() as session:
+            rows = session.scalar(select(func.count()).select_from(JobRow)) or 0
+            if self._stats_rows is not None and rows < 2 * max(self._stats_rows, STATS_MIN_ROWS // 2):
+                return False
+            session.execute(text("ANALYZE"))
+            session.commit()
+        self._stats_rows = rows
+        return True
 
     def job_page(self, wanted: JobFilter, offset: int, limit: int,
                  visible: tuple[set[str], str] | None = None) -> tuple[int, list[JobRecord]]:
@@ -75,13 +90,6 @@ class JobPages:
         with self._sessions() as session:
             rows = list(session.scalars(select(JobRow).where(JobRow.id.in_(ids))))
         return {r.id: JobRecord.model_validate(r) for r in rows}
-
-    def unfinished_ids(self, user: str, visible: tuple[set[str], str] | None = None) -> set[str]:
-        """Ids of ``user``'s jobs not yet ended (among those ``visible``): a queue page's user filter."""
-        where = [*_conditions(JobFilter(user=user), visible),
-                 JobRow.state.in_([s.value for s in JobState if not s.is_terminal])]
-        with self._sessions() as session:
-            return set(session.scalars(select(JobRow.id).where(*where)))
 
 
 def readable(visible: tuple[set[str], str]) -> Any:

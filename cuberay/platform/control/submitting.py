@@ -51,7 +51,7 @@ class Submitting:
             self._unclaimed(job, user, 1)
             seq = await self._seqs(owner.name, job.name, 1)
             job_id = f"{owner.name}-{job.name}-{seq}"
-            req = conv.job_request(job_id, job, owner, now)
+            req = conv.job_request(job_id, job, owner, now, user)
             record = self._record(job_id, owner.name, job, req, user, now, seq, correction, driver=driver,
                                   submission_id=submission_id, request_id=request_id)
             token = {"driver_token": token_hash(driver_token)} if driver == "external" and driver_token else {}
@@ -88,7 +88,7 @@ class Submitting:
             self._unclaimed(job, user, count)
             first = await self._seqs(owner.name, job.name, count)
             ids = [f"{owner.name}-{job.name}-{seq}" for seq in range(first, first + count)]
-            reqs = [conv.job_request(job_id, job, owner, now) for job_id in ids]
+            reqs = [conv.job_request(job_id, job, owner, now, user) for job_id in ids]
             rule, problem = self._never_fits(job, reqs)
             if problem:
                 self.store.add_event("rejected", f"{count} copies of {job.kind} {job.name!r} by {user}: {problem}")

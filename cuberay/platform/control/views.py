@@ -114,14 +114,13 @@ class Views:
             raise SpecError(f"state {state!r} is not a queue state: use 'running', 'waiting' or leave it out")
         check_page(offset, limit)
         visible = _visible(self, who)
-        only = None if not user else self.store.unfinished_ids(user, visible)  # a user: within one's tenants
         snapshot, read = self.snapshot, {}
 
         def records_of(ids: list[str]) -> dict[str, JobRecord]:
             read.update(self.store.jobs_by_id(ids))
             return read
 
-        total, entries = snapshot.queue_page(records_of, tenant, state, only, offset, limit)
+        total, entries = snapshot.queue_page(records_of, tenant, state, user, offset, limit, visible)
         users = {e.job_id: read[e.job_id].user for e in entries if readable_by(visible, read[e.job_id])}
         return QueuePage(total=total, offset=offset, entries=entries, users=users, ticks=snapshot.ticks)
 

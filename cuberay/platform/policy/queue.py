@@ -44,6 +44,7 @@ class JobRequest:
     resizable: bool = False
     # How close its workers must (required) or should (preferred) be: one domain of a topology level.
     topology: Locality | None = None
+    user: str = ""  # who submitted it: the queue's pages filter by it without a read of the store
     total: Resources = field(init=False)
     gpus: float = field(init=False)
     shape: int = field(init=False)  # interned (worker, workers, max_workers, placement, topology)
