@@ -100,6 +100,9 @@ def test_job_pages_count_filter_and_escape_on_postgresql(url: str) -> None:
         assert s.job_page(JobFilter(), 1, 1)[1][0].id == "vision-mnistXa-2"
         assert s.job_page(JobFilter(), 0, 10, visible=({"vision"}, "nina"))[0] == 3  # nina's own nlp job too
         assert s.job_page(JobFilter(), 0, 10, visible=({"vision"}, "zoe"))[0] == 2
+        assert s.statistics_due()
+        s.refresh_statistics()  # ANALYZE in the store's own transaction, as the controller runs it
+        assert not s.statistics_due()
 
 
 def test_the_unit_tier_store_tests_are_collected_here() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import planner_stats
 from cuberay.platform.control.planner_stats import StatisticsKeeper
@@ -15,6 +17,12 @@ from cuberay.platform.policy.states import JobState
 # What a Jobs page asks for a member of both tenants (store_pages.job_page), as SQLite gets it.
 PAGE = ("SELECT jobs.id FROM jobs WHERE jobs.tenant IN ('bulk', 'probe') OR jobs.user = 'bench' "
         "ORDER BY jobs.submit_time DESC, jobs.id DESC LIMIT 50 OFFSET 500")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    with Store(default_url(tmp_path)) as s:
+        yield s
 
 
 def add(store: Store, first: int, count: int) -> None:
@@ -29,32 +37,45 @@ def plan(store: Store) -> str:
         return " | ".join(row[-1] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + PAGE))
 
 
-def test_a_refresh_lets_a_page_walk_the_time_index_instead_of_sorting_the_table(tmp_path: Path) -> None:
-    with Store(default_url(tmp_path)) as store:
-        add(store, 0, 1_000)
-        assert "TEMP B-TREE" in plan(store)  # no statistics: every job read and sorted for one page
-        assert store.refresh_statistics()
-        assert "TEMP B-TREE" not in plan(store) and "ix_jobs_submit_time" in plan(store), plan(store)
+def test_a_refresh_lets_a_page_walk_the_time_index_instead_of_sorting_the_table(store: Store) -> None:
+    add(store, 0, 1_000)
+    assert "TEMP B-TREE" in plan(store)  # no statistics: every job read and sorted for one page
+    store.refresh_statistics()
+    assert "TEMP B-TREE" not in plan(store) and "ix_jobs_submit_time" in plan(store), plan(store)
 
 
-def test_statistics_are_refreshed_at_the_first_call_then_when_the_jobs_double(tmp_path: Path) -> None:
-    with Store(default_url(tmp_path)) as store:
-        add(store, 0, 600)
-        assert store.refresh_statistics() and not store.refresh_statistics()
-        add(store, 600, 599)
-        assert not store.refresh_statistics()
-        add(store, 1_199, 1)
-        assert store.refresh_statistics()
+def test_statistics_are_due_at_first_then_each_time_this_process_doubles_the_jobs(store: Store) -> None:
+    add(store, 0, 600)
+    assert store.statistics_due()
+    store.refresh_statistics()
+    assert not store.statistics_due()
+    add(store, 600, 599)
+    assert not store.statistics_due()
+    add(store, 1_199, 1)
+    assert store.statistics_due()
 
 
-def test_the_keeper_checks_at_most_once_a_minute_and_counts_refreshes(tmp_path: Path) -> None:
-    async def ticks() -> StatisticsKeeper:
-        with Store(default_url(tmp_path)) as store:
-            keeper = StatisticsKeeper(store)
-            for now in (0.0, 1.0, 2.0, planner_stats.CHECK_EVERY_S + 0.5):
-                keeper.tend(now)
-                await keeper._task
-            return keeper
+def test_the_keeper_refreshes_when_due_and_backs_off_after_a_failure(store: Store, monkeypatch) -> None:  # noqa: ANN001
+    async def tick(keeper: StatisticsKeeper, now: float) -> None:
+        keeper.tend(now)
+        if keeper._task is not None:
+            await asyncio.gather(keeper._task, return_exceptions=True)
 
-    keeper = asyncio.run(ticks())
-    assert keeper.refreshes == 1 and keeper.checked_at == planner_stats.CHECK_EVERY_S + 0.5
+    async def run() -> StatisticsKeeper:
+        keeper = StatisticsKeeper(store)
+        await tick(keeper, 0.0)
+        await tick(keeper, 1.0)  # not due again: nothing added
+        assert keeper.refreshes == 1
+        add(store, 0, 300)
+        monkeypatch.setattr(store, "refresh_statistics", lambda: 1 / 0)
+        await tick(keeper, 2.0)
+        assert keeper.failed_at is not None and keeper.refreshes == 1
+        monkeypatch.undo()
+        await tick(keeper, 3.0)  # backing off
+        assert keeper.refreshes == 1
+        keeper.failed_at -= planner_stats.RETRY_AFTER_S
+        await tick(keeper, 4.0)
+        return keeper
+
+    keeper = asyncio.run(run())
+    assert keeper.refreshes == 2 and keeper.failed_at is None and not store.statistics_due()

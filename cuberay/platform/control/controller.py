@@ -217,7 +217,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             self._ticks += 1
             self._publish()
             self.heap.tend(self.state.queue)
-            self.statistics.tend(time.monotonic())
+            self.statistics.tend()
 
     def _publish(self) -> None:
         """Replace the snapshot the reads serve (see control/snapshot.py)."""

@@ -1,22 +1,23 @@
 """Keeps the database's query-planner statistics fresh as the jobs table grows.
 
 SQLite keeps none unless asked (``ANALYZE``). Without them it takes a tenant filter for a selective one: a Jobs
-page for a member of every tenant sorted the whole table to serve 50 rows (0.4-0.6 s at 100,000 jobs; 20-40 ms
+page for a member of every tenant sorted the whole table to serve 50 rows (0.4-0.6 s at 100,000 jobs; 30-50 ms
 with statistics, benchmarks/RESULTS.md). PostgreSQL's autovacuum analyzes on its own, but late for a table that
-doubled within minutes, and only where an operator left it on. So the controller refreshes them itself: once at
-its start and whenever the jobs table has doubled since (``Store.refresh_statistics``), checking at most once a
-minute, in a thread, outside the admission lock.
+doubled within minutes, and only where an operator left it on. So the controller refreshes them itself: at its
+start and whenever it has doubled the jobs table since (``Store.statistics_due``, a counter: no query), in a
+thread, outside the admission lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-CHECK_EVERY_S = 60.0  # how often the controller asks whether the statistics are due (a count of the jobs)
+RETRY_AFTER_S = 600.0  # after a failed refresh: pages are only slower without one, so no hurry and no log flood
 
 
 class StatisticsKeeper:
@@ -24,23 +25,28 @@ class StatisticsKeeper:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self.checked_at: float | None = None  # monotonic s
         self.refreshes = 0
+        self.failed_at: float | None = None  # when the failed refresh started (monotonic s)
+        self._started_at = 0.0
         self._task: asyncio.Task | None = None
 
-    def tend(self, now: float) -> None:
-        if self._task is not None and not self._task.done():
+    def tend(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if (self._task is not None and not self._task.done()) or not self.store.statistics_due():
             return
-        if self.checked_at is not None and now - self.checked_at < CHECK_EVERY_S:
+        if self.failed_at is not None and now - self.failed_at < RETRY_AFTER_S:
             return
-        self.checked_at = now
+        self._started_at = now
         self._task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.store.refresh_statistics))
         self._task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task) -> None:
         if task.cancelled():
             return
-        if task.exception() is not None:  # pages get slower, nothing else: say so and try at the next check
-            log.warning("cuberay could not refresh the database's planner statistics: %s", task.exception())
-        elif task.result():
+        if task.exception() is not None:
+            self.failed_at = self._started_at
+            log.warning("cuberay could not refresh the database's planner statistics (pages over many jobs may "
+                        "be slow; it tries again in %.0f s): %s", RETRY_AFTER_S, task.exception())
+        else:
+            self.failed_at = None
             self.refreshes += 1

@@ -187,6 +187,7 @@ class Store(JobPages, TrialRows):
                 now = _now()
                 session.add_all(EventRow(time=now, job_id=record.id, kind=kind, message=message)
                                 for kind, message in events)
+            self.jobs_added += 1
         except IntegrityError:
             if record.request_id is not None and self.find_request(record.user, record.request_id):
                 raise CuberayError(
@@ -203,6 +204,7 @@ class Store(JobPages, TrialRows):
             session.execute(insert(JobRow), [_row_values(r) for r in records])
             session.execute(insert(EventRow), [{"time": now, "job_id": r.id, "kind": event_kind, "message": m}
                                                 for r, m in zip(records, messages, strict=True)])
+        self.jobs_added += len(records)
 
     def find_request(self, user: str, request_id: str) -> JobRecord | None:
         """The job ``user`` submitted with ``request_id``, if any."""

@@ -47,20 +47,22 @@ class JobPages:
     """Paged reads of the jobs table; the Store supplies ``_sessions``."""
 
     _sessions: Any
-    _stats_rows: int | None = None  # jobs at this process's last refresh of the planner statistics
+    jobs_added = 0                  # jobs this process added since its last refresh of the planner statistics
+    _stats_rows: int | None = None  # jobs in the table at that refresh (None: none yet)
 
-    def refresh_statistics(self) -> bool:
-        """Refresh the query planner's statistics (``ANALYZE``) if this process never has, or the jobs table has
-        doubled since; True if it did. Without them SQLite sorts the whole table to serve a page
-        (control/planner_stats.py)."""
+    def statistics_due(self) -> bool:
+        """True if this process never refreshed the planner statistics, or has since doubled the jobs table."""
+        return self._stats_rows is None or self.jobs_added >= max(self._stats_rows, STATS_MIN_ROWS // 2)
+
+    def refresh_statistics(self) -> None:
+        """Refresh the query planner's statistics (``ANALYZE``). Without them SQLite sorts the whole jobs table to
+        serve a page (control/planner_stats.py)."""
+        added = self.jobs_added
         with self._sessions() as session:
             rows = session.scalar(select(func.count()).select_from(JobRow)) or 0
-            if self._stats_rows is not None and rows < 2 * max(self._stats_rows, STATS_MIN_ROWS // 2):
-                return False
             session.execute(text("ANALYZE"))
             session.commit()
-        self._stats_rows = rows
-        return True
+        self._stats_rows, self.jobs_added = rows, self.jobs_added - added
 
     def job_page(self, wanted: JobFilter, offset: int, limit: int,
                  visible: tuple[set[str], str] | None = None) -> tuple[int, list[JobRecord]]:
