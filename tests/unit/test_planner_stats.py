@@ -79,3 +79,26 @@ def test_the_keeper_refreshes_when_due_and_backs_off_after_a_failure(store: Stor
 
     keeper = asyncio.run(run())
     assert keeper.refreshes == 2 and keeper.failed_at is None and not store.statistics_due()
+
+
+def test_beside_a_database_that_allows_it_the_refresh_runs_in_a_thread() -> None:
+    import threading
+
+    class Postgres:  # what the keeper asks of a PostgreSQL store
+        statistics_in_thread = True
+        ran_in: str | None = None
+
+        def statistics_due(self) -> bool:
+            return self.ran_in is None
+
+        def refresh_statistics(self) -> None:
+            self.ran_in = threading.current_thread().name
+
+    async def run() -> StatisticsKeeper:
+        keeper = StatisticsKeeper(Postgres())
+        keeper.tend(0.0)
+        await keeper._task
+        return keeper
+
+    keeper = asyncio.run(run())
+    assert keeper.refreshes == 1 and keeper.store.ran_in != threading.main_thread().name

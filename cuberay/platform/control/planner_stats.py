@@ -4,8 +4,11 @@ SQLite keeps none unless asked (``ANALYZE``). Without them it takes a tenant fil
 page for a member of every tenant sorted the whole table to serve 50 rows (0.4-0.6 s at 100,000 jobs; 30-50 ms
 with statistics, benchmarks/RESULTS.md). PostgreSQL's autovacuum analyzes on its own, but late for a table that
 doubled within minutes, and only where an operator left it on. So the controller refreshes them itself: at its
-start and whenever it has doubled the jobs table since (``Store.statistics_due``, a counter: no query), in a
-thread, outside the admission lock.
+start and whenever it has doubled the jobs table since (``Store.statistics_due``, a counter: no query).
+
+On SQLite the refresh runs on the controller's loop, the one thread that writes: ``ANALYZE`` writes, and a
+write committed from another thread between a transaction's read and its write fails that transaction ("database
+is locked"). It costs about 1 ms per 1,000 jobs, once per doubling. On PostgreSQL it runs in a thread.
 """
 
 from __future__ import annotations
@@ -37,16 +40,22 @@ class StatisticsKeeper:
         if self.failed_at is not None and now - self.failed_at < RETRY_AFTER_S:
             return
         self._started_at = now
-        self._task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.store.refresh_statistics))
-        self._task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        if task.cancelled():
+        if not self.store.statistics_in_thread:
+            try:
+                self.store.refresh_statistics()
+            except Exception as err:  # noqa: BLE001 - pages get slower, nothing else: say so and go on
+                self._finished(err)
+            else:
+                self._finished(None)
             return
-        if task.exception() is not None:
+        self._task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.store.refresh_statistics))
+        self._task.add_done_callback(lambda task: None if task.cancelled() else self._finished(task.exception()))
+
+    def _finished(self, err: BaseException | None) -> None:
+        if err is not None:
             self.failed_at = self._started_at
             log.warning("cuberay could not refresh the database's planner statistics (pages over many jobs may "
-                        "be slow; it tries again in %.0f s): %s", RETRY_AFTER_S, task.exception())
+                        "be slow; it tries again in %.0f s): %s", RETRY_AFTER_S, err)
         else:
             self.failed_at = None
             self.refreshes += 1

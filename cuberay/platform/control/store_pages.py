@@ -47,8 +47,14 @@ class JobPages:
     """Paged reads of the jobs table; the Store supplies ``_sessions``."""
 
     _sessions: Any
+    _engine: Any
     jobs_added = 0                  # jobs this process added since its last refresh of the planner statistics
     _stats_rows: int | None = None  # jobs in the table at that refresh (None: none yet)
+
+    @property
+    def statistics_in_thread(self) -> bool:
+        """Whether a refresh may run beside the controller's writes: not on SQLite (control/planner_stats.py)."""
+        return self._engine.dialect.name != "sqlite"
 
     def statistics_due(self) -> bool:
         """True if this process never refreshed the planner statistics, or has since doubled the jobs table."""
