@@ -101,7 +101,8 @@ def test_job_pages_count_filter_and_escape_on_postgresql(url: str) -> None:
         assert s.job_page(JobFilter(), 0, 10, visible=({"vision"}, "nina"))[0] == 3  # nina's own nlp job too
         assert s.job_page(JobFilter(), 0, 10, visible=({"vision"}, "zoe"))[0] == 2
         assert s.statistics_due()
-        s.refresh_statistics()  # ANALYZE in the store's own transaction, as the controller runs it
+        assert s.refresh_statistics() == 3  # ANALYZE jobs in the store's own transaction, as the controller runs it
+        s.statistics_refreshed(3, s.jobs_added)
         assert not s.statistics_due()
 
 

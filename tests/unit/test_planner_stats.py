@@ -47,8 +47,9 @@ def test_a_refresh_lets_a_page_walk_the_time_index_instead_of_sorting_the_table(
 def test_statistics_are_due_at_first_then_each_time_this_process_doubles_the_jobs(store: Store) -> None:
     add(store, 0, 600)
     assert store.statistics_due()
-    store.refresh_statistics()
-    assert not store.statistics_due()
+    added = store.jobs_added
+    store.statistics_refreshed(store.refresh_statistics(), added)
+    assert not store.statistics_due() and store.jobs_added == 0
     add(store, 600, 599)
     assert not store.statistics_due()
     add(store, 1_199, 1)
@@ -86,13 +87,19 @@ def test_beside_a_database_that_allows_it_the_refresh_runs_in_a_thread() -> None
 
     class Postgres:  # what the keeper asks of a PostgreSQL store
         statistics_in_thread = True
+        jobs_added = 7
         ran_in: str | None = None
+        recorded: tuple[int, int] | None = None
 
         def statistics_due(self) -> bool:
             return self.ran_in is None
 
-        def refresh_statistics(self) -> None:
+        def refresh_statistics(self) -> int:
             self.ran_in = threading.current_thread().name
+            return 1_000
+
+        def statistics_refreshed(self, rows: int, added: int) -> None:
+            self.recorded = (rows, added)
 
     async def run() -> StatisticsKeeper:
         keeper = StatisticsKeeper(Postgres())
@@ -102,3 +109,4 @@ def test_beside_a_database_that_allows_it_the_refresh_runs_in_a_thread() -> None
 
     keeper = asyncio.run(run())
     assert keeper.refreshes == 1 and keeper.store.ran_in != threading.main_thread().name
+    assert keeper.store.recorded == (1_000, 7)  # recorded on the loop, with the count taken before the thread ran

@@ -85,13 +85,14 @@ class Snapshot:
 
     def queue_page(self, records_of: Callable[[list[str]], Mapping[str, JobRecord]], tenant: str | None,
                    state: str | None, user: str | None, offset: int, limit: int,
-                   visible: tuple[set[str], str] | None = None, now: float | None = None) -> tuple[int, list[QueueEntry]]:
+                   visible: tuple[set[str], str] | None = None,
+                   now: float | None = None) -> tuple[int, list[QueueEntry]]:
         """(how many entries match, one page of them), in :meth:`queue_entries`'s order.
 
         Unlike :meth:`queue_entries` it walks the snapshot, not the store, and reads only the page's records
         (``records_of``), so a page costs the same at any backlog. ``state`` is "running", "waiting" or None;
         ``user``, if given, lists that user's jobs only, and only those ``visible`` (tenants, the viewer) may
-        read: a user filter looks within the viewer's own tenants. A job the order still holds but the store has
+        read (the viewer's tenants' jobs and the viewer's own). A job the order still holds but the store has
         since ended drops out of its page, so a page may be a row or two short until the next ordering.
         """
         now = time.time() if now is None else now

@@ -19,7 +19,7 @@ from cuberay.platform.control.tables import EventRow, JobRow
 from cuberay.platform.policy.states import JobState
 
 MAX_PAGE = 1000  # rows one call may ask for: a page is what a person reads, not an export (`list_jobs` is)
-STATS_MIN_ROWS = 500  # below this many jobs any plan is fast: statistics wait until the table has this many
+STATS_FIRST_ADDS = 250  # after the first refresh, the next once this many jobs are added (or the table doubles)
 
 
 @dataclass(frozen=True)
@@ -58,16 +58,20 @@ class JobPages:
 
     def statistics_due(self) -> bool:
         """True if this process never refreshed the planner statistics, or has since doubled the jobs table."""
-        return self._stats_rows is None or self.jobs_added >= max(self._stats_rows, STATS_MIN_ROWS // 2)
+        return self._stats_rows is None or self.jobs_added >= max(self._stats_rows, STATS_FIRST_ADDS)
 
-    def refresh_statistics(self) -> None:
-        """Refresh the query planner's statistics (``ANALYZE``). Without them SQLite sorts the whole jobs table to
-        serve a page (control/planner_stats.py)."""
-        added = self.jobs_added
+    def refresh_statistics(self) -> int:
+        """Refresh the query planner's statistics of the jobs table (``ANALYZE jobs``); how many jobs it holds.
+        Without them SQLite sorts the whole jobs table to serve a page (control/planner_stats.py)."""
         with self._sessions() as session:
+            session.execute(text("ANALYZE jobs"))
             rows = session.scalar(select(func.count()).select_from(JobRow)) or 0
-            session.execute(text("ANALYZE"))
             session.commit()
+        return rows
+
+    def statistics_refreshed(self, rows: int, added: int) -> None:
+        """Record a refresh that counted ``rows`` jobs, started when ``jobs_added`` was ``added`` (call it from
+        the thread that adds jobs: the counter is that thread's)."""
         self._stats_rows, self.jobs_added = rows, self.jobs_added - added
 
     def job_page(self, wanted: JobFilter, offset: int, limit: int,

@@ -4,9 +4,10 @@ A mixin of :class:`cuberay.platform.control.controller.Controller`: these calls
 change nothing. Those declared ``reads`` (cuberay/platform/api/endpoints.py) run on
 the actor's reads thread, so an admission cycle in progress never delays them: they
 read the store and the last published :class:`~cuberay.platform.control.snapshot.Snapshot`,
-never the live admission state (control/snapshot.py says why). ``logs`` runs on a group
-of its own (``logs``), whose file and Jobs API reads go to threads: a follower waiting on
-a slow read holds neither the admission loop nor the reads thread. Lists hold only what
+never the live admission state (control/snapshot.py says why). ``logs`` is one of them;
+its file and Jobs API reads go to a thread pool of their own (control/logs.py): a follower
+waiting on a slow read holds a slot of the group, not the admission loop nor a thread the
+other reads need. Lists hold only what
 the caller may read; the shared views (queue, tenants, nodes) show every tenant's
 names, sizes and reasons, as a shared queue does, and never a spec, env or log.
 """
