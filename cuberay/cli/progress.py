@@ -42,7 +42,7 @@ def queue_entry(record: JobRecord) -> QueueEntry | None:
     """The job's line in the queue while it waits (its position and reason), else None."""
     if not JobState(record.state).is_waiting:
         return None
-    return next((e for e in _reads().queue(record.tenant) if e.job_id == record.id), None)
+    return _reads().queue_entry(record.id)
 
 
 def watch(job_id: str, console: Console, *, poll_s: float | None = None,

@@ -153,6 +153,7 @@ def test_a_hostile_tenant_is_refused_or_sees_only_its_own(tenants: dict[str, Any
                                                      "value": None, "iterations": 0, "history": [],
                                                      "error": "pwned"}])),
         ("trials", ben, (a["tune"],)),
+        ("queue_entry", ben, (a["running"],)),
         ("pipeline_submit", ben, (pipeline("alpha"), "alpha", True)),
         ("pipeline_run", ben, (a["pipeline"], "alpha", None, False)),
         ("pipeline_run", ben, (a["pipeline"], "alpha", None, True)),  # --supersede: cancels A's runs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuberay.errors import SpecError
+from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform import client
 from cuberay.platform.transport.in_process import InProcess
 from tests.unit.local_cluster import controller  # noqa: F401 (a fixture)
@@ -95,3 +95,28 @@ def test_event_counts_count_the_readable_jobs_events_since_a_time(
     with client.acting_as("ops"):  # the platform's admin: every tenant's jobs
         counts = client.api().event_counts(since=0.0)
         assert counts["submitted"] == 8
+
+
+def test_one_jobs_queue_line_is_its_line_in_the_whole_queue_for_members_only(
+        controller: InProcess, backlog: dict[str, list[str]]) -> None:  # noqa: F811
+    with client.acting_as("alice"):
+        api = client.api()
+        whole = {e.job_id: e for e in api.queue()}
+        for job_id in backlog["vision"][1:]:
+            line = api.queue_entry(job_id)
+            assert line is not None and whole[job_id].position is not None
+            assert (line.position, line.reason) == (whole[job_id].position, whole[job_id].reason)
+        assert api.queue_entry(backlog["vision"][0]) is None  # running: it has no place in the queue
+    with client.acting_as("nina"), pytest.raises(AdmissionError):
+        client.api().queue_entry(backlog["vision"][1])  # another tenant's job: its line is its members'
+
+
+def test_a_waits_progress_line_names_the_jobs_position(
+        controller: InProcess, backlog: dict[str, list[str]]) -> None:  # noqa: F811
+    from cuberay.cli import progress
+
+    with client.acting_as("alice"):
+        record = client.status(backlog["vision"][2])
+        line = progress.waiting_line(record, progress.queue_entry(record))
+        position = next(e.position for e in client.api().queue() if e.job_id == record.id)
+    assert line.startswith(f"QUEUED (position {position}): behind "), line

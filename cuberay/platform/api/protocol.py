@@ -81,6 +81,9 @@ class ControllerAPI(Protocol):
     def queue_page(self, tenant: str | None = None, user: str | None = None, state: str | None = None,
                    offset: int = 0, limit: int = 50) -> QueuePage: ...
 
+    @declare(member(Over.JOB, "ref"), "A waiting job's line in the queue (position, reason), or None.", reads=True)
+    def queue_entry(self, ref: str) -> QueueEntry | None: ...
+
     @declare(anyone(), "Quota, use and borrowing per tenant.", reads=True)
     def tenants(self) -> list[TenantUsage]: ...
 

@@ -83,6 +83,17 @@ class Snapshot:
                 out.append(self._listed(rec, job, None, None, now))
         return out
 
+    def entry(self, rec: JobRecord, now: float | None = None) -> QueueEntry | None:
+        """``rec``'s line in the queue while it waits (as :meth:`queue_entries` lists it), else None."""
+        if not rec.state.is_waiting or rec.id in self.allocations:
+            return None
+        now = time.time() if now is None else now
+        position = self.positions.get(rec.id)
+        if position is not None:
+            return self._listed(rec, self.order[position - 1], position, None, now)
+        job = next((j for j in self.unordered if j.id == rec.id), None)
+        return None if job is None else self._listed(rec, job, None, None, now)
+
     def queue_page(self, records_of: Callable[[list[str]], Mapping[str, JobRecord]], tenant: str | None,
                    state: str | None, user: str | None, offset: int, limit: int,
                    visible: tuple[set[str], str] | None = None,

@@ -126,6 +126,11 @@ class Views:
         return QueuePage(total=total, offset=offset, entries=entries, users=users, ticks=snapshot.ticks)
 
     @endpoint
+    async def queue_entry(self, who: Principal, ref: str) -> QueueEntry | None:
+        """One job's queue line, from the snapshot: what a --wait polls, at the cost of one job at any backlog."""
+        return self.snapshot.entry(who.target)
+
+    @endpoint
     async def tenants(self, who: Principal) -> list[TenantUsage]:
         return list(self.snapshot.tenants)
 
