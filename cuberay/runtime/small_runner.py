@@ -65,10 +65,28 @@ def run_command(command: str, user_env: dict[str, str], identity: Any, gpus: flo
                 out.write(f"cuberay: the command exited with code {code}\n")
             return code
         finally:
-            if code is None:
+            end_command(proc, code)
+
+
+def end_command(proc: Any, code: int | None) -> None:
+    """Kill the command's group if it still runs (else retire its watchdog), to the end whatever interrupts.
+
+    Ray repeats a cancel the task has not yet answered (a second KeyboardInterrupt, seconds later, possibly
+    inside this cleanup). Cut short, the kill would leave the command running: the task ends as cancelled, its
+    worker lives on (so the watchdog's pipe stays open) and nothing forces it.
+    """
+    grace_s: float | None = None  # the process group's usual grace (TERM, then KILL) the first time
+    while True:
+        try:
+            if code is not None:
+                proc._release_watchdog()
+            elif grace_s is None:
                 proc.kill()
             else:
-                proc._release_watchdog()
+                proc.kill(grace_s)
+            return
+        except KeyboardInterrupt:
+            grace_s = 0.0  # interrupted again: no more grace, KILL at once
 
 
 class SmallRunner:

@@ -74,3 +74,36 @@ def test_a_waiting_poll_hears_of_a_run_started_after_it_asked() -> None:
     runner = SmallRunner()
     runner._record_end("old", SUCCEEDED, "")
     assert asyncio.run(runner.ended(["other"], 0.0)) == {}
+
+
+def test_a_second_cancel_during_the_cleanup_still_kills_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray repeats a cancel the task has not answered yet: the KeyboardInterrupt may land inside the kill."""
+    import os
+    import signal
+
+    from cuberay.runtime import process as process_mod
+    from cuberay.runtime.process import CommandProcess
+    from cuberay.runtime.small_runner import end_command
+    from tests.support import wait_for
+
+    proc = CommandProcess("trap '' TERM; exec sleep 600", dict(os.environ))  # deaf to TERM: the grace is waited
+    real, calls = process_mod.kill_group, []
+
+    def interrupted_once(pgid: int, grace_s: float, wait=None) -> None:  # noqa: ANN001
+        calls.append(grace_s)
+        if len(calls) == 1:
+            os.killpg(pgid, signal.SIGTERM)
+            raise KeyboardInterrupt  # the repeated cancel, while the first kill waits out the grace
+        real(pgid, grace_s, wait=wait)
+
+    monkeypatch.setattr(process_mod, "kill_group", interrupted_once)
+    try:
+        end_command(proc, None)
+    except KeyboardInterrupt:
+        pytest.fail("the second cancel cut the cleanup short: the command still runs")
+    finally:
+        monkeypatch.undo()
+        if proc._popen.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever happened, leave no sleeper behind
+    assert calls == [process_mod.KILL_GRACE_S, 0.0]
+    wait_for(lambda: proc._popen.poll() is not None, 10, "the command to be killed")
