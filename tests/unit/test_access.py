@@ -82,7 +82,7 @@ def test_the_actor_takes_the_caller_first() -> None:
 def test_the_actor_has_one_concurrency_group_and_every_method_runs_where_it_exists() -> None:
     # Ray starts each group's event loop from a lambda that reads the loop variable late: with a second group
     # the first group's loop can go unrun and its methods hang (the controller's ping never answered).
-    from cuberay.platform.control.install import CONCURRENCY_GROUPS
+    from cuberay.platform.control.endpoint import CONCURRENCY_GROUPS
 
     assert len(CONCURRENCY_GROUPS) == 1, CONCURRENCY_GROUPS
     for name, declared in ENDPOINTS.items():

@@ -19,7 +19,13 @@ from cuberay.platform.api import ENDPOINTS, SIGNATURES, Endpoint
 from cuberay.platform.control.snapshot import READS
 
 ATTRIBUTE = "__cuberay_endpoint__"
-GROUPS = (READS,)  # the actor's concurrency groups (install.CONCURRENCY_GROUPS); the rest run on the loop
+# The actor's concurrency groups and their slots (install.py creates it with them); the rest run on the loop.
+# Reads run on a thread of their own, off the admission loop (control/snapshot.py). One group only: Ray starts
+# each group's loop in a thread whose target reads the loop variable late, so with two groups the first one's
+# loop could go unrun and every call in it hang (seen as a ping that never answered, and "this event loop is
+# already running" in the controller's log). Log reads share the group; their file reads run in a pool of their
+# own, so followers of long logs never take the other reads' threads (control/logs.py).
+CONCURRENCY_GROUPS = {READS: 48}
 
 
 def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -31,9 +37,9 @@ def endpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
     names = list(sig.parameters)
     if names[:2] != ["self", "who"]:
         raise TypeError(f"controller method {fn.__name__} must take (self, who, ...), not ({', '.join(names)})")
-    if declared.concurrency_group not in (None, *GROUPS):
+    if declared.concurrency_group not in (None, *CONCURRENCY_GROUPS):
         raise TypeError(f"{fn.__name__} names concurrency group {declared.concurrency_group!r}; the actor has "
-                        f"{', '.join(GROUPS)}")
+                        f"{', '.join(CONCURRENCY_GROUPS)}")
     param = declared.rule.param
     _same_parameters(fn.__name__, list(sig.parameters.values())[2:])
 

@@ -19,9 +19,9 @@ from cuberay.platform.api import Caller
 from cuberay.platform.control import reloading, small
 from cuberay.platform.control.cluster import RayCluster
 from cuberay.platform.control.controller import Controller
+from cuberay.platform.control.endpoint import CONCURRENCY_GROUPS
 from cuberay.platform.control.head import API_NAME, CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.ids import CONSOLE_URL_KEY
-from cuberay.platform.control.snapshot import READS
 
 
 def head_node_id() -> str:
@@ -37,14 +37,6 @@ def find() -> Any | None:
         return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
     except ValueError:
         return None
-
-
-# Reads run on a thread of their own, off the admission loop (control/snapshot.py). One group only: Ray starts
-# each group's loop in a thread whose target reads the loop variable late, so with two groups the first one's
-# loop could go unrun and every call in it hang (seen as a ping that never answered, and "this event loop is
-# already running" in the controller's log). Log reads share the group; their file reads run in a pool of their
-# own, so followers of long logs never take the other reads' threads (control/logs.py).
-CONCURRENCY_GROUPS = {READS: 48}
 
 
 def install(platform: Mapping[str, Any], *, installer: str, replace: bool = False, timeout_s: float = 120.0) -> Any:

@@ -9,7 +9,8 @@ jobs table: the pages' plans depend on it, and a database shared with other soft
 
 On SQLite the refresh runs on the controller's loop, the one thread that writes: ``ANALYZE`` writes, and a
 write committed from another thread between a transaction's read and its write fails that transaction ("database
-is locked"). It costs about 1 ms per 1,000 jobs (benchmarks/bench_pages.py), once per doubling. On PostgreSQL it runs in a thread.
+is locked"). It costs about 1 ms per 1,000 jobs (benchmarks/bench_pages.py), once per doubling. On PostgreSQL it
+runs in a thread.
 """
 
 from __future__ import annotations
@@ -50,12 +51,16 @@ class StatisticsKeeper:
                 self._finished(added, rows, None)
             return
         self._task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.store.refresh_statistics))
-        self._task.add_done_callback(lambda task: None if task.cancelled() else self._finished(
-            added, None if task.exception() else task.result(), task.exception()))
+        self._task.add_done_callback(lambda task: self._task_done(added, task))
+
+    def _task_done(self, added: int, task: asyncio.Task) -> None:
+        if not task.cancelled():
+            err = task.exception()
+            self._finished(added, None if err else task.result(), err)
 
     def _finished(self, added: int, rows: int | None, err: BaseException | None) -> None:
         """On the loop, the thread that counts the jobs added: a thread's update could lose one of its adds."""
-        if err is not None or rows is None:
+        if err is not None:
             self.failed_at = self._started_at
             log.warning("cuberay could not refresh the database's planner statistics (pages over many jobs may "
                         "be slow; it tries again in %.0f s): %s", RETRY_AFTER_S, err)
