@@ -18,6 +18,7 @@ from typing import Mapping
 
 POLL_S = 0.5  # how long one poll waits for output; bounds the latency of a stop
 KILL_GRACE_S = 3.0  # SIGTERM first so trainers can flush, then SIGKILL
+REAP_S = 1.0  # after SIGKILL, how long to wait for the leader to die and be reaped
 
 # Runs beside each command in its own session. It blocks on a pipe from the actor;
 # when the actor process dies (ray.kill, driver gone, node lost, OOM kill), the pipe
@@ -104,18 +105,30 @@ def _shell_code(returncode: int) -> int:
 
 
 def kill_group(pgid: int, grace_s: float = KILL_GRACE_S, wait: "subprocess.Popen | None" = None) -> None:
-    """SIGTERM the process group ``pgid``, then SIGKILL what is left after ``grace_s`` (``wait``: its leader)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    """SIGTERM the process group ``pgid``, then SIGKILL what is left after ``grace_s``.
+
+    ``wait``, the group's leader, is reaped: killed but never waited for, it would stay a zombie for as long as
+    this process lives (a reused Ray worker: for good), and its pid would still answer as a live process.
+    """
+    for sig, within in ((signal.SIGTERM, grace_s), (signal.SIGKILL, max(grace_s, REAP_S))):
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             return
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            if wait is not None and wait.poll() is not None:
-                return
-            try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.05)
+        if _ended(pgid, wait, within):
+            return
+
+
+def _ended(pgid: int, leader: "subprocess.Popen | None", within_s: float) -> bool:
+    """Whether the group's leader has ended (and is reaped) or the group is gone, checked until ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        if leader is not None and leader.poll() is not None:
+            return True
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
