@@ -11,8 +11,8 @@ admission cycle orders and explains the whole backlog (an overload that stays, n
 
 1. Server time of every call the console's pages make, and of the pages' own files: each timed ``--samples``
    times from a client on this machine over HTTP with the cluster token (the console's server in its actor on
-   the head, the controller behind it). The unpaged ``queue`` and ``list_jobs`` (what ``cuberay queue`` and
-   scripts call) are timed too, and reported apart: no page calls them.
+   the head, the controller behind it). The calls scripts make (a 1,000-row queue page, as ``cuberay queue -o
+   json`` reads the queue, and ``list_jobs`` of the running jobs) are timed too, and reported apart.
 2. The Queue page in headless Chromium (Debian's, through Playwright): navigation to the first row of the
    table painted, in a new tab each time (the session's cookie kept, the browser's cache warm).
 3. Admission overhead per job with the console closed and with it open (the Queue and Overview pages open in
@@ -119,9 +119,9 @@ def page_calls(probe_id: str) -> dict[str, dict[str, Callable[[Api], Any]]]:
 
 
 def unpaged_calls() -> dict[str, Callable[[Api], Any]]:
-    return {"queue (unpaged, the CLI's)": lambda a: a.call("queue"),
-            "queue tenant=probe (the CLI's)": lambda a: a.call("queue", tenant="probe"),
-            "list_jobs (unpaged)": lambda a: a.call("list_jobs", states=["RUNNING"])}
+    return {"queue_page limit=1,000 (one call of cuberay queue -o json)": lambda a: a.call("queue_page", limit=1000),
+            "queue_page offset 50,000 limit=1,000": lambda a: a.call("queue_page", offset=50_000, limit=1000),
+            "list_jobs state=RUNNING": lambda a: a.call("list_jobs", states=["RUNNING"])}
 
 
 def time_calls(api: Api, calls: dict[str, Callable[[Api], Any]], samples: int) -> dict[str, dict[str, float]]:

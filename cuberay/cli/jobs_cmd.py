@@ -147,20 +147,37 @@ def run(
     raise_for_end(record)
 
 
+TABLE_ROWS = 100  # a table shows this many queue rows unless --limit says otherwise
+
+
 @app.command()
 def queue(
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant."),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", "-n", min=1, max=1000,
+        help=f"Rows to show, 1-1000 (default: {TABLE_ROWS} in a table, every row with -o json/yaml)."),
+    offset: int = typer.Option(0, "--offset", min=0, help="Rows to skip first: the next page starts at offset+limit."),
     output: Format = output_option(),
 ) -> None:
-    """Running and waiting jobs per tenant, with each waiting job's position and reason."""
-    entries = client.queue(tenant)
+    """Running and waiting jobs, running first, then waiting ones in admission order with position and reason."""
+    if limit is None and output != Format.table:
+        entries, total = client.queue(tenant)[offset:], None  # a script's read: every row from offset
+    else:
+        page = client.queue_page(tenant, offset, limit or TABLE_ROWS)
+        entries, total = page.entries, page.total
     if output != Format.table:
         emit(views.plain(entries), output)
         return
     if not entries:
-        error_console().print("no running or waiting jobs" + (f" in tenant {tenant}" if tenant else ""))
+        where = f" in tenant {tenant}" if tenant else ""
+        past = f" from row {offset + 1} (there are {total:,})" if offset and total else ""
+        error_console().print(f"no running or waiting jobs{where}{past}")
         return
     emit(views.queue_rows(entries), output, columns=views.QUEUE_COLUMNS)
+    shown = limit or TABLE_ROWS
+    if total is not None and offset + shown < total:
+        error_console().print(f"rows {offset + 1:,}-{offset + len(entries):,} of {total:,}: "
+                              f"--offset {offset + shown} for the next {shown}, -o json for every row")
 
 
 @app.command()

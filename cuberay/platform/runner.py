@@ -155,8 +155,7 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
             last = seen
             if on_wait is not None:
                 record = client.driver_api().status(job_id)
-                entry = next((e for e in client.driver_api().queue(record.tenant)
-                              if e.job_id == job_id), None)
+                entry = client.driver_api().queue_entry(job_id)
                 if record.state.is_waiting and (entry is None or entry.state.is_waiting):
                     on_wait(entry, record)  # (admitted between the two reads: the next poll says so)
             else:

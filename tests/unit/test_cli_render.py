@@ -21,7 +21,7 @@ import yaml
 from cuberay.cli import main, views
 from cuberay.cli.output import Format, emit
 from cuberay.platform import client
-from cuberay.platform.api.records import JobRecord
+from cuberay.platform.api.records import JobRecord, QueuePage
 from cuberay.platform.client import QueueEntry, TenantUsage
 from cuberay.platform.control import head as controller_head
 from cuberay.platform.control.store import Store
@@ -121,11 +121,14 @@ def test_json_and_yaml_of_dataclasses_keep_every_field(capsys: pytest.CaptureFix
 
 
 def test_queue_and_tenants_tables(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(client, "queue", lambda tenant=None: [entry("v-run", None), entry("v-wait", 1, reason="q")])
+    rows = [entry("v-run", None), entry("v-wait", 1, reason="q")]
+    monkeypatch.setattr(client, "queue_page", lambda tenant, offset, limit: QueuePage(
+        total=250, offset=offset, entries=rows, users={}, ticks=1))
     monkeypatch.setattr(client, "tenants", lambda: [USAGE, SCAVENGER])
     assert main(["queue"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "POSITION" in out and "REASON" in out and "v-wait" in out
+    assert "rows 1-2 of 250: --offset 100 for the next 100" in err  # a table is a page; it says where the rest is
     assert main(["tenants", "-o", "json"]) == 0
     assert [t["name"] for t in json.loads(capsys.readouterr().out)] == ["vision", "research"]
     assert main(["tenants"]) == 0
@@ -147,8 +150,9 @@ def _column(lines: list[str], index: int) -> str:
 def test_tables_in_a_pipe_never_cut_ids_and_wrap_reasons(monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("COLUMNS", "80")  # what rich assumes when stdout is not a terminal
-    monkeypatch.setattr(client, "queue", lambda tenant=None: [
-        entry(LONG_ID, 1, reason=LONG_REASON), entry("TrainJob-short-1", None, reason="running on 2 workers")])
+    rows = [entry(LONG_ID, 1, reason=LONG_REASON), entry("TrainJob-short-1", None, reason="running on 2 workers")]
+    monkeypatch.setattr(client, "queue_page", lambda tenant, offset, limit: QueuePage(
+        total=2, offset=offset, entries=rows, users={}, ticks=1))
     assert main(["queue"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()

@@ -33,7 +33,7 @@ def test_a_queue_page_is_the_slice_of_the_whole_queue_with_users_only_where_read
         controller: InProcess, backlog: dict[str, list[str]]) -> None:  # noqa: F811
     with client.acting_as("alice"):
         api = client.api()
-        whole = api.queue()
+        whole = client.queue()
         assert len(whole) == 8 and whole[0].position is None  # the running job first
         for offset, limit in ((0, 3), (3, 3), (6, 3), (7, 50)):
             page = api.queue_page(offset=offset, limit=limit)
@@ -101,7 +101,7 @@ def test_one_jobs_queue_line_is_its_line_in_the_whole_queue_for_members_only(
         controller: InProcess, backlog: dict[str, list[str]]) -> None:  # noqa: F811
     with client.acting_as("alice"):
         api = client.api()
-        whole = {e.job_id: e for e in api.queue()}
+        whole = {e.job_id: e for e in client.queue()}
         for job_id in backlog["vision"][1:]:
             line = api.queue_entry(job_id)
             assert line is not None and whole[job_id].position is not None
@@ -118,5 +118,5 @@ def test_a_waits_progress_line_names_the_jobs_position(
     with client.acting_as("alice"):
         record = client.status(backlog["vision"][2])
         line = progress.waiting_line(record, progress.queue_entry(record))
-        position = next(e.position for e in client.api().queue() if e.job_id == record.id)
+        position = next(e.position for e in client.queue() if e.job_id == record.id)
     assert line.startswith(f"QUEUED (position {position}): behind "), line

@@ -33,16 +33,22 @@ def test_snapshot_holds_one_ticks_order_reasons_and_allocations() -> None:
     assert all(n["free"].get("GPU", 0.0) == 0.0 for n in snap.nodes)
 
 
-def test_queue_entries_come_from_the_snapshot_running_and_order() -> None:
+def test_a_queue_page_comes_from_the_snapshot_running_then_order() -> None:
     st = state(cluster(nodes=1, gpus=4))
     submit(st, job("run", gpus=4, workers=1), job("next", gpus=4, workers=1, t=1))
     cycle(st)
     snap = take(st, {"next": "no room"}, [], ticks=1)
     assert [j.id for j in snap.order] == ["next"] and snap.positions == {"next": 1}
-    assert snap.queue_entries({}, None) == []  # no records: nothing shown
-    listed = snap.queue_entries({r.id: r for r in (record("run", JobState.RUNNING), record("next"))}, None)
-    assert [(e.job_id, e.position, e.reason) for e in listed][1:] == [("next", 1, "no room")]
-    assert listed[0].job_id == "run" and listed[0].position is None
+    assert listed(snap, {}, None) == []  # no records: nothing shown
+    listed_now = listed(snap, {r.id: r for r in (record("run", JobState.RUNNING), record("next"))}, None)
+    assert [(e.job_id, e.position, e.reason) for e in listed_now][1:] == [("next", 1, "no room")]
+    assert listed_now[0].job_id == "run" and listed_now[0].position is None
+    assert snap.queue_page(lambda ids: {}, None, None, None, 0, 10)[0] == 2  # counted from the snapshot alone
+
+
+def listed(snap: snapshots.Snapshot, records: dict[str, JobRecord], tenant: str | None) -> list:
+    """Every entry of ``snap``'s queue (of ``tenant``) with ``records`` as the store holds them."""
+    return snap.queue_page(lambda ids: {i: records[i] for i in ids if i in records}, tenant, None, None, 0, 1000)[1]
 
 
 def record(job_id: str, state: JobState = JobState.QUEUED, tenant: str = "a") -> JobRecord:
@@ -69,10 +75,10 @@ def test_a_deep_queue_keeps_its_order_until_reordering_is_due(monkeypatch: pytes
     assert second.order is first.order and [j.id for j in second.unordered] == ["late"]
     records = {r.id: r for r in (record("w1", JobState.ADMITTED), record("other", tenant="b"), record("w2"),
                                  record("late"))}
-    listed = second.queue_entries(records, None)
-    assert [(e.job_id, e.position) for e in listed] == [("w1", None), ("other", 1), ("w2", 3), ("late", None)]
-    assert listed[-1].reason == NOT_ORDERED
-    mine = second.queue_entries({k: v for k, v in records.items() if v.tenant == "a"}, "a")
+    every = listed(second, records, None)
+    assert [(e.job_id, e.position) for e in every] == [("w1", None), ("other", 1), ("w2", 3), ("late", None)]
+    assert every[-1].reason == NOT_ORDERED
+    mine = listed(second, {k: v for k, v in records.items() if v.tenant == "a"}, "a")
     assert [(e.job_id, e.position) for e in mine] == [("w1", None), ("w2", 3), ("late", None)]
 
     monkeypatch.setattr(snapshots, "ORDER_SHARE", 1e9)  # due at once

@@ -74,10 +74,8 @@ class ControllerAPI(Protocol):
 
     # ------------------------------------------------------------------ the shared views
     # Every tenant's names, sizes and reasons, as a shared queue shows them.
-    @declare(anyone(), "Running and waiting jobs, positions and reasons.", reads=True)
-    def queue(self, tenant: str | None = None) -> list[QueueEntry]: ...
-
-    @declare(anyone(), "One page of the queue, filtered by tenant, user (of readable jobs) and state.", reads=True)
+    @declare(anyone(), "One page of the queue (running jobs, then waiting ones in admission order, with positions and "
+                       "reasons), filtered by tenant, user (of readable jobs) and state.", reads=True)
     def queue_page(self, tenant: str | None = None, user: str | None = None, state: str | None = None,
                    offset: int = 0, limit: int = 50) -> QueuePage: ...
 

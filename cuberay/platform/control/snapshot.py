@@ -56,35 +56,8 @@ class Snapshot:
     nodes: tuple[dict[str, Any], ...] = ()
     build_ms: float = 0.0                                          # what publishing cost the loop
 
-    def queue_entries(self, records: Mapping[str, JobRecord], tenant: str | None,
-                      now: float | None = None) -> list[QueueEntry]:
-        """Running jobs (no position), then waiting ones in admission order, each with why it waits.
-
-        ``records`` are the active jobs (of ``tenant``, if given) as stored now; the snapshot adds
-        positions and reasons. A job is listed by its stored state, so one admitted since the order
-        was computed shows once, as running.
-        """
-        now = time.time() if now is None else now
-        out: list[QueueEntry] = []
-        for run in self.running:
-            rec = records.get(run.job.id)
-            if rec is not None and (not tenant or run.job.tenant == tenant):
-                out.append(self._listed(rec, run.job, None, run, now))
-        # Walk the tenant's own jobs, not the whole order: a filtered read costs what that tenant has queued.
-        placed = sorted((self.positions[job_id], job_id) for job_id, rec in records.items()
-                        if rec.state.is_waiting and job_id in self.positions)
-        for position, job_id in placed:
-            job, rec = self.order[position - 1], records[job_id]
-            if not tenant or job.tenant == tenant:
-                out.append(self._listed(rec, job, position, None, now))
-        for job in self.unordered:
-            rec = records.get(job.id)
-            if rec is not None and rec.state.is_waiting and (not tenant or job.tenant == tenant):
-                out.append(self._listed(rec, job, None, None, now))
-        return out
-
     def entry(self, rec: JobRecord, now: float | None = None) -> QueueEntry | None:
-        """``rec``'s line in the queue while it waits (as :meth:`queue_entries` lists it), else None."""
+        """``rec``'s line in the queue while it waits (as :meth:`queue_page` lists it), else None."""
         if not rec.state.is_waiting or rec.id in self.allocations:
             return None
         now = time.time() if now is None else now
@@ -98,10 +71,12 @@ class Snapshot:
                    state: str | None, user: str | None, offset: int, limit: int,
                    visible: tuple[set[str], str] | None = None,
                    now: float | None = None) -> tuple[int, list[QueueEntry]]:
-        """(how many entries match, one page of them), in :meth:`queue_entries`'s order.
+        """(how many entries match, one page of them): running jobs (oldest first, no position), then waiting
+        ones in admission order, each with why it waits, then those queued since the last ordering.
 
-        Unlike :meth:`queue_entries` it walks the snapshot, not the store, and reads only the page's records
-        (``records_of``), so a page costs the same at any backlog. ``state`` is "running", "waiting" or None;
+        It walks the snapshot, not the store, and reads only the page's records (``records_of``): a page costs
+        the same at any backlog. A job is listed by its stored state, so one admitted since the order was
+        computed shows once, as running. ``state`` is "running", "waiting" or None;
         ``user``, if given, lists that user's jobs only, and only those ``visible`` (tenants, the viewer) may
         read (the viewer's tenants' jobs and the viewer's own). A job the order still holds but the store has
         since ended drops out of its page, so a page may be a row or two short until the next ordering.

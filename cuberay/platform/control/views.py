@@ -37,10 +37,7 @@ from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.snapshot import Snapshot
 from cuberay.platform.control.store_pages import JobFilter, check_page, readable_by
-from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
-
-ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
 class Views:
@@ -101,11 +98,6 @@ class Views:
         return await job_logs.read_in_pool(rec, attempt, offset, limit, sources)
 
     # ------------------------------------------------------------------ API: views
-
-    @endpoint
-    async def queue(self, who: Principal, tenant: str | None = None) -> list[QueueEntry]:
-        snapshot = self.snapshot
-        return snapshot.queue_entries({r.id: r for r in self.store.list_jobs(tenant, ACTIVE)}, tenant)
 
     @endpoint
     async def queue_page(self, who: Principal, tenant: str | None = None, user: str | None = None,
