@@ -108,6 +108,12 @@ def test_a_job_waits_with_its_reason_and_runs_when_the_blocker_is_cancelled(cont
     assert main(["queue", "-o", "json"]) == 0
     rows = {r["job_id"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows[waiting.id]["position"] == 1
+    # A table is a page: the running job first, then the footer says where the waiting one is.
+    assert main(["queue", "--limit", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert big.id in out and waiting.id not in out and "rows 1-1 of 2: --offset 1 for the next 1" in err
+    assert main(["queue", "--limit", "1", "--offset", "1", "-o", "json"]) == 0
+    assert [r["job_id"] for r in json.loads(capsys.readouterr().out)] == [waiting.id]
     assert main(["cancel", big.id]) == 0
     running(controller, waiting.id)
 
