@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cuberay.errors import CuberayError, NotFoundError, SpecError
-from cuberay.kinds.serveapp import is_serve_app
+from cuberay.kinds.serveapp import is_serve_app, serve_kinds
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
@@ -28,6 +28,7 @@ from cuberay.serve.service import entry_for
 
 STATUS_WINDOW_S = 60.0  # the figures `cuberay serve status` shows: the last minute
 _ACTIVE = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING]
+_PAGE = 1000  # rows per read of the jobs table when looking an app up
 
 
 def _load(spec_or_path: Any) -> ServeApp:
@@ -39,9 +40,26 @@ def _load(spec_or_path: Any) -> ServeApp:
     return job
 
 
+def _apps(name: str, tenant: str | None, states: list[JobState] | None = None) -> list[Any]:
+    """The ServeApp records called ``name`` (or with that job id), oldest first.
+
+    A filtered read (kind, state and the name in the store, a page at a time), not every job of the tenant: at a
+    deep backlog of other jobs that read took seconds.
+    """
+    found: list[Any] = []
+    offset = 0
+    while True:
+        page = client.api().job_page(tenant=tenant, kinds=serve_kinds(), name=name, offset=offset, limit=_PAGE,
+                                     states=None if states is None else [s.value for s in states])
+        found += [r for r in page.records if name in (r.name, r.id)]  # the store's filter is a substring
+        offset += _PAGE
+        if offset >= page.total:
+            return sorted(found, key=lambda r: (r.submit_time, r.id))
+
+
 def find(name: str, tenant: str | None = None) -> Any:
     """The active ServeApp record called ``name`` (or with that job id)."""
-    records = [r for r in client.list_jobs(tenant, _ACTIVE) if is_serve_app(r.kind) and name in (r.name, r.id)]
+    records = _apps(name, tenant, _ACTIVE)
     if not records:
         raise NotFoundError(f"no running serving app {name!r}; deploy one with `cuberay serve deploy FILE`")
     if len(records) > 1:
@@ -154,7 +172,7 @@ def rollback(name: str, tenant: str | None = None, to: int | None = None) -> dic
 
 
 def history(name: str, tenant: str | None = None) -> list[Any]:
-    records = [r for r in client.list_jobs(tenant) if is_serve_app(r.kind) and name in (r.name, r.id)]
+    records = _apps(name, tenant)
     if not records:
         raise NotFoundError(f"no serving app {name!r} was ever deployed")
     return [c for r in records for c in client.api().serve_history(r.id, None)]

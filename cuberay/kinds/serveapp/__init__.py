@@ -24,3 +24,8 @@ KIND = ServeAppKind()
 def is_serve_app(kind: str) -> bool:
     """Whether jobs of ``kind`` are serving apps: what `cuberay serve` and the serving component manage."""
     return kind == KIND.name
+
+
+def serve_kinds() -> list[str]:
+    """The kinds :func:`is_serve_app` accepts, for a filtered read of the jobs table."""
+    return [KIND.name]
