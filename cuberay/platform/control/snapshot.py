@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 from cuberay.platform.api.records import JobRecord, QueueEntry, TenantUsage
 from cuberay.platform.control.convert import short
+from cuberay.platform.control.store_pages import QueueRow
 from cuberay.platform.policy.admission import ClusterState, RunningJob
 from cuberay.platform.policy.order import queue_order
 from cuberay.platform.policy.queue import JobRequest
@@ -67,7 +68,7 @@ class Snapshot:
         job = next((j for j in self.unordered if j.id == rec.id), None)
         return None if job is None else self._listed(rec, job, None, None, now)
 
-    def queue_page(self, records_of: Callable[[list[str]], Mapping[str, JobRecord]], tenant: str | None,
+    def queue_page(self, records_of: Callable[[list[str]], Mapping[str, JobRecord | QueueRow]], tenant: str | None,
                    state: str | None, user: str | None, offset: int, limit: int,
                    visible: tuple[set[str], str] | None = None,
                    now: float | None = None) -> tuple[int, list[QueueEntry]]:
@@ -113,7 +114,7 @@ class Snapshot:
             rows.extend((job, None, None) for job in self.unordered if job.id not in held and kept(job))
         return rows
 
-    def _listed(self, rec: JobRecord, job: JobRequest, position: int | None, run: RunningJob | None,
+    def _listed(self, rec: JobRecord | QueueRow, job: JobRequest, position: int | None, run: RunningJob | None,
                 now: float) -> QueueEntry:
         """A queue line: a running job says where it runs, an ordered one why it waits, a newer one that it is."""
         if run is not None:
@@ -122,7 +123,7 @@ class Snapshot:
             return _entry(rec, job, position, self._reason(rec), now)
         return _entry(rec, job, None, self.waits.get(job.id) or NOT_ORDERED, now)
 
-    def _reason(self, rec: JobRecord) -> str:
+    def _reason(self, rec: JobRecord | QueueRow) -> str:
         return self.waits.get(rec.id) or (rec.reason if rec.reason else "waiting for the next admission cycle")
 
 
@@ -162,14 +163,14 @@ def _order_due(state: ClusterState, previous: Snapshot | None, now: float) -> bo
     return now - previous.ordered_at >= previous.order_s / ORDER_SHARE
 
 
-def _where(run: RunningJob, rec: JobRecord) -> str:
+def _where(run: RunningJob, rec: JobRecord | QueueRow) -> str:
     nodes = sorted({short(n) for n in run.allocation.node_ids})
     if rec.state == JobState.ADMITTED:
         return rec.reason or f"admitted on {', '.join(nodes)}; starting"
     return f"running on {len(run.allocation.slots)} worker(s), node(s) {', '.join(nodes)}"
 
 
-def _entry(rec: JobRecord, job: JobRequest, position: int | None, reason: str, now: float) -> QueueEntry:
+def _entry(rec: JobRecord | QueueRow, job: JobRequest, position: int | None, reason: str, now: float) -> QueueEntry:
     return QueueEntry(job_id=rec.id, tenant=rec.tenant, name=rec.name, kind=rec.kind, state=rec.state,
                       position=position, reason=reason, gpus=job.gpus, workers=job.workers,
                       age_s=max(0.0, now - rec.submit_time))

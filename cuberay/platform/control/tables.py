@@ -91,7 +91,8 @@ class UsageRow(Base):
 
 class EventRow(Base):
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_time", "time"),)  # the events since a time (the console's last hour)
+    # The events since a time (the console's last hour), counted by kind from the index alone (migration 0008).
+    __table_args__ = (Index("ix_events_time_kind_job", "time", "kind", "job_id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     time: Mapped[float] = mapped_column(Double)

@@ -36,7 +36,7 @@ from cuberay.platform.control import logs as job_logs
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
 from cuberay.platform.control.snapshot import Snapshot
-from cuberay.platform.control.store_pages import JobFilter, check_page, readable_by
+from cuberay.platform.control.store_pages import JobFilter, QueueRow, check_page, readable_by
 from cuberay.platform.spec import load_spec
 
 
@@ -109,8 +109,8 @@ class Views:
         visible = _visible(self, who)
         snapshot, read = self.snapshot, {}
 
-        def records_of(ids: list[str]) -> dict[str, JobRecord]:
-            read.update(self.store.jobs_by_id(ids))
+        def records_of(ids: list[str]) -> dict[str, QueueRow]:
+            read.update(self.store.queue_rows(ids))
             return read
 
         total, entries = snapshot.queue_page(records_of, tenant, state, user, offset, limit, visible)
