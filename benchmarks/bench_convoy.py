@@ -7,8 +7,8 @@ The controller answers reads on a thread of its own while its event loop orders 
 gets it back only when the loop's thread is made to drop it, after the switch interval (5 ms by default). A
 read that gives it up 50 times can so wait 250 ms for no work of its own. This measures one store-like read
 (a page of 50 rows, each decoded from JSON, out of an indexed SQLite table of 100,000) alone, and beside a thread
-that never stops computing, at the default interval and at the controller's (control/controller.py
-``SWITCH_INTERVAL_S``). Writes benchmarks/out/convoy.json.
+that never stops computing, at the default interval and at the controller's (control/endpoint.py
+``SWITCH_INTERVAL_S``, set in the actor). Writes benchmarks/out/convoy.json.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import percentiles, print_machine, write_json  # noqa: E402
 
-from cuberay.platform.control.controller import SWITCH_INTERVAL_S  # noqa: E402
+from cuberay.platform.control.endpoint import SWITCH_INTERVAL_S  # noqa: E402
 
 ROWS = 100_000
 

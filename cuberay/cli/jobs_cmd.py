@@ -18,7 +18,7 @@ from cuberay.cli import app, progress, views
 from cuberay.cli.output import Format, emit, error_console, out_option, output_option
 from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.platform import client
-from cuberay.platform.api.records import JobRecord
+from cuberay.platform.api.records import MAX_PAGE, JobRecord
 from cuberay.platform.policy.states import JobState
 
 if TYPE_CHECKING:
@@ -154,30 +154,31 @@ TABLE_ROWS = 100  # a table shows this many queue rows unless --limit says other
 def queue(
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant."),
     limit: Optional[int] = typer.Option(
-        None, "--limit", "-n", min=1, max=1000,
-        help=f"Rows to show, 1-1000 (default: {TABLE_ROWS} in a table, every row with -o json/yaml)."),
+        None, "--limit", "-n", min=1, max=MAX_PAGE,
+        help=f"Rows to show, 1-{MAX_PAGE} (default: {TABLE_ROWS} in a table, every row with -o json/yaml)."),
     offset: int = typer.Option(0, "--offset", min=0, help="Rows to skip first: the next page starts at offset+limit."),
     output: Format = output_option(),
 ) -> None:
     """Running and waiting jobs, running first, then waiting ones in admission order with position and reason."""
     if limit is None and output != Format.table:
-        entries, total = client.queue(tenant)[offset:], None  # a script's read: every row from offset
-    else:
-        page = client.queue_page(tenant, offset, limit or TABLE_ROWS)
-        entries, total = page.entries, page.total
-    if output != Format.table:
-        emit(views.plain(entries), output)
+        emit(views.plain(client.queue(tenant, offset)), output)  # a script's read: every row from offset
         return
-    if not entries:
-        where = f" in tenant {tenant}" if tenant else ""
-        past = f" from row {offset + 1} (there are {total:,})" if offset and total else ""
-        error_console().print(f"no running or waiting jobs{where}{past}")
-        return
-    emit(views.queue_rows(entries), output, columns=views.QUEUE_COLUMNS)
     shown = limit or TABLE_ROWS
-    if total is not None and offset + shown < total:
-        error_console().print(f"rows {offset + 1:,}-{offset + len(entries):,} of {total:,}: "
-                              f"--offset {offset + shown} for the next {shown}, -o json for every row")
+    page = client.queue_page(tenant, offset, shown)
+    if offset and offset >= page.total:
+        raise SpecError(f"--offset {offset} is past the end of the queue ({page.total:,} rows"
+                        f"{f' in tenant {tenant}' if tenant else ''}): give an offset from 0 to {max(page.total - 1, 0)}")
+    if output != Format.table:
+        emit(views.plain(page.entries), output)
+        return
+    if not page.entries:
+        error_console().print("no running or waiting jobs" + (f" in tenant {tenant}" if tenant else ""))
+        return
+    emit(views.queue_rows(page.entries), output, columns=views.QUEUE_COLUMNS)
+    if offset + shown < page.total:
+        more = f"--offset {offset + shown}" + (f" --limit {shown}" if limit else "")
+        error_console().print(f"rows {offset + 1:,}-{offset + len(page.entries):,} of {page.total:,}: "
+                              f"{more} for the next {shown}, -o json for every row")
 
 
 @app.command()

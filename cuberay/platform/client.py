@@ -394,29 +394,17 @@ def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -
     return api().list_jobs(tenant, None if states is None else [JobState(s).value for s in states])
 
 
-QUEUE_WALK_PAGE = 1000  # rows per call when reading the whole queue: the most one page may hold
-
-
 def queue_page(tenant: str | None = None, offset: int = 0, limit: int = 100) -> QueuePage:
     """One page of the queue (running jobs first, then waiting ones in admission order) and how many there are."""
     return api().queue_page(tenant=tenant, offset=offset, limit=limit)
 
 
-def queue(tenant: str | None = None) -> list[QueueEntry]:
-    """The whole queue (of ``tenant``), read a page at a time: one call per 1,000 jobs at any backlog.
+def queue(tenant: str | None = None, offset: int = 0) -> list[QueueEntry]:
+    """The whole queue (of ``tenant``) from row ``offset`` on, read a page at a time (cuberay/platform/queue_walk.py):
+    at a deep backlog many calls, not one instant's queue."""
+    from cuberay.platform import queue_walk
 
-    The pages are read one after the other, not at one instant: a job admitted between two reads moves to the
-    front and would show twice; it is listed once, where it was first seen.
-    """
-    entries: dict[str, QueueEntry] = {}
-    offset = 0
-    while True:
-        page = api().queue_page(tenant=tenant, offset=offset, limit=QUEUE_WALK_PAGE)
-        for entry in page.entries:
-            entries.setdefault(entry.job_id, entry)
-        offset += QUEUE_WALK_PAGE
-        if offset >= page.total:
-            return list(entries.values())
+    return queue_walk.walk(api(), tenant, offset)
 
 
 def tenants() -> list[TenantUsage]:

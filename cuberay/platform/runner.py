@@ -154,10 +154,12 @@ def _wait_admitted(job_id: str, on_wait: Callable[[QueueEntry | None, JobRecord]
         if seen != last:
             last = seen
             if on_wait is not None:
-                record = client.driver_api().status(job_id)
+                # The line first, then the record: a job admitted between the two reads has no line (None) and a
+                # record that says so, so it is not shown as waiting.
                 entry = client.driver_api().queue_entry(job_id)
+                record = client.driver_api().status(job_id)
                 if record.state.is_waiting and (entry is None or entry.state.is_waiting):
-                    on_wait(entry, record)  # (admitted between the two reads: the next poll says so)
+                    on_wait(entry, record)
             else:
                 where = f"position {info.position}" if info.position else "waiting"
                 print(f"queued: {where}: {info.reason}", flush=True)

@@ -105,18 +105,22 @@ def _shell_code(returncode: int) -> int:
 
 
 def kill_group(pgid: int, grace_s: float = KILL_GRACE_S, wait: "subprocess.Popen | None" = None) -> None:
-    """SIGTERM the process group ``pgid``, then SIGKILL what is left after ``grace_s``.
+    """SIGTERM the process group ``pgid``, then, after ``grace_s`` or once its leader ``wait`` ended, SIGKILL what
+    is left of it (children that outlive the leader too).
 
-    ``wait``, the group's leader, is reaped: killed but never waited for, it would stay a zombie for as long as
-    this process lives (a reused Ray worker: for good), and its pid would still answer as a live process.
+    The leader is reaped: killed but never waited for, it would stay a zombie for as long as this process lives (a
+    reused Ray worker: for good), and its pid would still answer as a live process.
     """
-    for sig, within in ((signal.SIGTERM, grace_s), (signal.SIGKILL, max(grace_s, REAP_S))):
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        if _ended(pgid, wait, within):
-            return
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    _ended(pgid, wait, grace_s)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _ended(pgid, wait, REAP_S)
 
 
 def _ended(pgid: int, leader: "subprocess.Popen | None", within_s: float) -> bool:

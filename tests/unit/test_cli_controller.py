@@ -111,9 +111,13 @@ def test_a_job_waits_with_its_reason_and_runs_when_the_blocker_is_cancelled(cont
     # A table is a page: the running job first, then the footer says where the waiting one is.
     assert main(["queue", "--limit", "1"]) == 0
     out, err = capsys.readouterr()
-    assert big.id in out and waiting.id not in out and "rows 1-1 of 2: --offset 1 for the next 1" in err
+    assert big.id in out and waiting.id not in out and "rows 1-1 of 2: --offset 1 --limit 1 for the next 1" in err
     assert main(["queue", "--limit", "1", "--offset", "1", "-o", "json"]) == 0
     assert [r["job_id"] for r in json.loads(capsys.readouterr().out)] == [waiting.id]
+    assert main(["queue", "--offset", "1", "-o", "json"]) == 0  # every row from the offset on
+    assert [r["job_id"] for r in json.loads(capsys.readouterr().out)] == [waiting.id]
+    assert main(["queue", "--offset", "5"]) == 2
+    assert "--offset 5 is past the end of the queue (2 rows): give an offset from 0 to 1" in capsys.readouterr().err
     assert main(["cancel", big.id]) == 0
     running(controller, waiting.id)
 

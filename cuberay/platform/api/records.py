@@ -191,6 +191,9 @@ class QueueEntry:
     age_s: float
 
 
+MAX_PAGE = 1000  # rows one paged call (queue_page, job_page) may ask for: a page is what a person reads
+
+
 @dataclass(frozen=True)
 class QueuePage:
     """One page of the queue (running jobs first, then waiting ones in admission order), as the console shows it.

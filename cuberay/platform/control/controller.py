@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -49,7 +48,7 @@ from cuberay.platform.control.claims import Claims
 from cuberay.platform.control.cluster import Cluster, RayCluster
 from cuberay.platform.control.driver_api import DriverAPI
 from cuberay.platform.control.drivers import Drivers
-from cuberay.platform.control.endpoint import delegate, endpoint
+from cuberay.platform.control.endpoint import delegate, endpoint, share_the_interpreter
 from cuberay.platform.control.following import Following
 from cuberay.platform.control.guard import Guard, Principal
 from cuberay.platform.control.heap import HeapKeeper
@@ -84,14 +83,6 @@ RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the con
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
-# The reads run on a thread of their own beside the loop (control/snapshot.py), and give the interpreter up at every
-# SQLite step and socket call; each time they get it back only when the loop's thread is made to drop it, after
-# CPython's switch interval (5 ms by default). While the loop computes (ordering a deep queue: 0.6 s at 100,000
-# jobs) a page read that gives it up 50 times waited up to 250 ms for nothing (benchmarks/bench_convoy.py). A
-# shorter interval bounds that wait; the loop pays a few more switches, only while a read runs beside it.
-SWITCH_INTERVAL_S = 0.0005
-
-
 class Controller(Submitting, Following, Views, DriverAPI, Reload):
     """The actor's body (``ray.remote`` is applied by :func:`install`): admission, the jobs API and the store.
 
@@ -103,7 +94,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
     async def __init__(self, platform: Mapping[str, Any], installer: str | None = None,
                        cluster: Cluster | None = None) -> None:
         self.cluster = cluster or RayCluster()  # every call that reaches the cluster goes through it
-        sys.setswitchinterval(SWITCH_INTERVAL_S)  # the actor's process is the controller's own
+        if cluster is None:  # the Ray actor, in a process of its own (an in-process one runs in its caller's)
+            share_the_interpreter()
         # After a live reload Ray restarts this actor with its install-time file: the reloaded one wins.
         self.platform = load_platform(persisted(self.cluster) or dict(platform))
         kinds.load(self.platform.spec.kinds)  # plugin kinds, before any stored job of theirs is read

@@ -14,11 +14,10 @@ from typing import Any, Iterable
 from sqlalchemy import func, select, text
 
 from cuberay.errors import SpecError
-from cuberay.platform.api.records import JobRecord
+from cuberay.platform.api.records import MAX_PAGE, JobRecord
 from cuberay.platform.control.tables import EventRow, JobRow
 from cuberay.platform.policy.states import JobState
 
-MAX_PAGE = 1000  # rows one call may ask for: a page is what a person reads, not an export (`list_jobs` is)
 STATS_FIRST_ADDS = 250  # after the first refresh, the next once this many jobs are added (or the table doubles)
 
 
