@@ -12,7 +12,8 @@ admission cycle orders and explains the whole backlog (an overload that stays, n
 1. Server time of every call the console's pages make, and of the pages' own files: each timed ``--samples``
    times from a client on this machine over HTTP with the cluster token (the console's server in its actor on
    the head, the controller behind it). The calls scripts make (a 1,000-row queue page, as ``cuberay queue -o
-   json`` reads the queue, and ``list_jobs`` of the running jobs) are timed too, and reported apart.
+   json`` reads the queue, and ``list_jobs`` of the running jobs) are timed too, and reported apart, with two
+   reads of the whole queue a page at a time (``client.queue()``).
 2. The Queue page in headless Chromium (Debian's, through Playwright): navigation to the first row of the
    table painted, in a new tab each time (the session's cookie kept, the browser's cache warm).
 3. Admission overhead per job with the console closed and with it open (the Queue and Overview pages open in
@@ -122,6 +123,18 @@ def unpaged_calls() -> dict[str, Callable[[Api], Any]]:
     return {"queue_page limit=1,000 (one call of cuberay queue -o json)": lambda a: a.call("queue_page", limit=1000),
             "queue_page offset 50,000 limit=1,000": lambda a: a.call("queue_page", offset=50_000, limit=1000),
             "list_jobs state=RUNNING": lambda a: a.call("list_jobs", states=["RUNNING"])}
+
+
+def timed_walk(samples: int) -> dict[str, Any]:
+    """``client.queue()`` over the whole backlog: 1,000 rows a call, as ``cuberay queue -o json`` reads it."""
+    times, rows = [], 0
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        rows = len(client.queue())
+        times.append(time.perf_counter() - t0)
+    out = {"rows": rows, "seconds": [round(t, 1) for t in times]}
+    print(f"  the whole queue: {out}", flush=True)
+    return out
 
 
 def time_calls(api: Api, calls: dict[str, Callable[[Api], Any]], samples: int) -> dict[str, dict[str, float]]:
@@ -268,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                 pages = {page: time_calls(api, calls, args.samples)
                          for page, calls in page_calls(probe.id).items()}
                 unpaged = time_calls(api, unpaged_calls(), max(3, args.samples // 5))
+                walk = timed_walk(2)
                 print("2. the Queue page's first paint in Chromium", flush=True)
                 browser = Browser(state["api_url"], api.token)
                 paints = [browser.queue_first_paint() for _ in range(args.paints)]
@@ -284,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"machine": info, "load_avg_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)],
               "backlog": args.backlog, "submitted_s": round(submitted_s, 1), "still_waiting_at_end": queued,
               "pages": pages, "worst_page_call_p99": {"ms": worst[0], "call": worst[1]}, "unpaged": unpaged,
+              "whole_queue_walk": walk,
               "queue_first_paint": {"wall": percentiles([w for w, _ in paints]),
                                     "page_clock": percentiles([p for _, p in paints])},
               "overhead": over, "javascript_errors": js_errors,
@@ -294,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + markdown(rows, ["page", "call", "n", "p50_ms", "p99_ms", "max_ms"]))
     print(f"\nworst page call p99: {worst[0]} ms ({worst[1]}); Queue first paint {result['queue_first_paint']}")
     print(f"overhead: {json.dumps(over)}")
+    print(f"the whole queue, read a page at a time (client.queue(), as cuberay queue -o json): {walk}")
     print(f"{queued} still waiting at the end; JavaScript errors: {js_errors or 'none'}; wrote {path}")
     return 0
 

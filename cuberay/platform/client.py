@@ -345,49 +345,13 @@ def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterat
     Each attempt has a log of its own (its Ray Job's, or a small job's file). Without ``follow``, when there
     are several, each attempt's text follows a line ``--- attempt N ---``. With ``follow`` each read goes on
     from where the last one ended (a poll costs what is new), and each attempt after the first begins with
-    ``--- cuberay: attempt N started ---``.
+    ``--- cuberay: attempt N started ---`` (cuberay/platform/log_reads.py).
     """
-    ref = _job_id(job)
+    from cuberay.platform import log_reads
+
     if follow:
-        yield from _follow(ref, poll_s)
-        return
-    latest: LogChunk = api().logs(ref, None, 0)
-    line_start = True
-    for n in range(1, latest.latest_attempt + 1):
-        if latest.latest_attempt > 1:
-            yield ("" if line_start else "\n") + f"--- attempt {n} ---\n"
-        chunk = latest if n == latest.latest_attempt else api().logs(ref, n, 0)
-        while True:
-            if chunk.text:
-                yield chunk.text
-                line_start = chunk.text.endswith("\n")
-            if not chunk.more:
-                break
-            chunk = api().logs(ref, n, chunk.next_offset)
-
-
-def _follow(ref: str, poll_s: float) -> Iterator[str]:
-    attempt, offset, line_start = 0, 0, True  # attempt 0: none seen yet
-    while True:
-        chunk: LogChunk = driver_api().logs(ref, attempt or None, offset)
-        if attempt == 0 and chunk.latest_attempt:
-            attempt = 1
-            if chunk.attempt != 1:
-                continue  # followed late: from the first attempt's start
-        if chunk.text:
-            yield chunk.text
-            line_start = chunk.text.endswith("\n")
-        offset = chunk.next_offset
-        if chunk.more:
-            continue
-        if chunk.latest_attempt > attempt > 0:  # this attempt is read to its end: on to the next
-            attempt, offset = attempt + 1, 0
-            yield ("" if line_start else "\n") + f"--- cuberay: attempt {attempt} started ---\n"
-            line_start = True
-            continue
-        if chunk.terminal:
-            return
-        time.sleep(poll_s)
+        return log_reads.follow(driver_api(), _job_id(job), poll_s)  # a follow rides out a controller restart
+    return log_reads.whole(api(), _job_id(job))
 
 
 def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:
