@@ -231,7 +231,7 @@ app.add_typer(history_app, name="history")
 @history_app.command("list")
 def history_list(
     tenant: Optional[str] = typer.Option(None, "--tenant", "-t", help="Only this tenant."),
-    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many, the most recently submitted."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, max=MAX_PAGE, help="How many, the most recently submitted."),
     output: Format = output_option(),
 ) -> None:
     """Ended jobs you may read (succeeded, failed, cancelled, rejected), newest last: the ids `status` and

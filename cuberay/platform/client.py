@@ -355,6 +355,7 @@ def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterat
 
 
 def list_jobs(tenant: str | None = None, states: list[JobState] | None = None) -> list[JobRecord]:
+    """The jobs the caller may read (of ``tenant``, in ``states``), oldest first; SpecError if over 1,000 match."""
     return api().list_jobs(tenant, None if states is None else [JobState(s).value for s in states])
 
 

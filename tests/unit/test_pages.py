@@ -120,3 +120,19 @@ def test_a_waits_progress_line_names_the_jobs_position(
         line = progress.waiting_line(record, progress.queue_entry(record))
         position = next(e.position for e in client.queue() if e.job_id == record.id)
     assert line.startswith(f"QUEUED (position {position}): behind "), line
+
+
+def test_list_jobs_answers_a_bounded_list_and_says_how_to_page_past_it(
+        controller: InProcess, backlog: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from cuberay.platform.control import store_pages, views
+
+    for module in (views, store_pages):  # a bound the backlog passes: alice may read vision's 5 jobs
+        monkeypatch.setattr(module, "MAX_PAGE", 4)
+    with client.acting_as("alice"):
+        api = client.api()
+        with pytest.raises(SpecError, match="5 jobs match and list_jobs answers at most 4 at once: give a limit"):
+            api.list_jobs()
+        assert [r.id for r in api.list_jobs(None, None, 4)] == backlog["vision"][1:]  # the newest 4
+        assert len(api.list_jobs("vision", ["RUNNING"])) == 1  # narrowed under the bound: answered whole
+        with pytest.raises(SpecError, match="limit 5 is not a page size"):
+            api.list_jobs(None, None, 5)

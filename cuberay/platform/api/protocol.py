@@ -63,7 +63,8 @@ class ControllerAPI(Protocol):
     @declare(anyone(), "How many events of each kind since a time: of the jobs the caller may read.", reads=True)
     def event_counts(self, since: float) -> dict[str, int]: ...
 
-    @declare(anyone(), "Jobs, with their specs: only those the caller may read.", reads=True)
+    @declare(anyone(), "Jobs, with their specs: only those the caller may read; at most 1,000 (more: job_page).",
+             reads=True)
     def list_jobs(self, tenant: str | None = None, states: list[str] | None = None,
                   limit: int | None = None) -> list[JobRecord]: ...
 

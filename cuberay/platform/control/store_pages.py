@@ -54,7 +54,7 @@ def check_page(offset: int, limit: int) -> None:
         raise SpecError(f"offset {offset!r} is not a row: give a whole number from 0 (the first row)")
     if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise SpecError(f"limit {limit!r} is not a page size: give 1 to {MAX_PAGE} rows per call, and page on "
-                        f"with offset (list_jobs returns every job at once)")
+                        f"with offset")
 
 
 class JobPages:

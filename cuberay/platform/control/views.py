@@ -22,6 +22,7 @@ from typing import Any
 from cuberay import kinds
 from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.api.records import (
+    MAX_PAGE,
     EventRecord,
     JobPage,
     JobRecord,
@@ -57,8 +58,20 @@ class Views:
     @endpoint
     async def list_jobs(self, who: Principal, tenant: str | None = None, states: list[str] | None = None,
                         limit: int | None = None) -> list[JobRecord]:
+        """At most ``MAX_PAGE`` records: an answer of every job behind a deep backlog (seconds of records and specs)
+        would hold a reads thread and every later read; past that, the caller pages (``job_page``)."""
+        visible = _visible(self, who)
+        if limit is not None:
+            check_page(0, limit)
+        else:
+            wanted = JobFilter(tenant, states=tuple(states) if states else None)
+            matching, _ = self.store.job_page(wanted, 0, 1, visible)
+            if matching > MAX_PAGE:
+                raise SpecError(f"{matching:,} jobs match and list_jobs answers at most {MAX_PAGE:,} at once: give "
+                                f"a limit (the newest that many), narrow it by tenant or state, or page through "
+                                f"them with job_page")
         snapshot = self.snapshot
-        return [self._live(r, snapshot) for r in self.store.list_jobs(tenant, states, limit, _visible(self, who))]
+        return [self._live(r, snapshot) for r in self.store.list_jobs(tenant, states, limit, visible)]
 
     @endpoint
     async def job_page(self, who: Principal, tenant: str | None = None, user: str | None = None,
