@@ -345,9 +345,9 @@ def logs(job: JobRef | str, follow: bool = False, poll_s: float = 1.0) -> Iterat
     Each attempt has a log of its own (its Ray Job's, or a small job's file). Without ``follow``, when there
     are several, each attempt's text follows a line ``--- attempt N ---``. With ``follow`` each read goes on
     from where the last one ended (a poll costs what is new), and each attempt after the first begins with
-    ``--- cuberay: attempt N started ---`` (cuberay/platform/log_reads.py).
+    ``--- cuberay: attempt N started ---`` (platform/transport/log_reads.py).
     """
-    from cuberay.platform import log_reads
+    from cuberay.platform.transport import log_reads
 
     if follow:
         return log_reads.follow(driver_api(), _job_id(job), poll_s)  # a follow rides out a controller restart
@@ -365,9 +365,9 @@ def queue_page(tenant: str | None = None, offset: int = 0, limit: int = 100) -> 
 
 
 def queue(tenant: str | None = None, offset: int = 0) -> list[QueueEntry]:
-    """The whole queue (of ``tenant``) from row ``offset`` on, read a page at a time (cuberay/platform/queue_walk.py):
+    """The whole queue (of ``tenant``) from row ``offset`` on, read a page at a time (platform/transport/queue_walk.py):
     at a deep backlog many calls, not one instant's queue."""
-    from cuberay.platform import queue_walk
+    from cuberay.platform.transport import queue_walk
 
     return queue_walk.walk(api(), tenant, offset)
 

@@ -23,7 +23,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "kinds": (3, ("kinds",)),                         # the registry, and each kind's facts: what control/ asks
     "sim": (4, ("platform.sim",)),
     "control": (4, ("platform.control",)),
-    "transport": (5, ("platform.transport",)),        # how the client reaches the controller
+    "transport": (5, ("platform.transport",)),        # how the client reaches the controller and reads it in pages
     "runtime": (5, ("runtime",)),                     # what runs users' code: processes, env, small jobs
     "console": (6, ("console",)),                     # the HTTP API server on the head: a client of the controller
     "client": (7, ("platform.client",)),

@@ -1,13 +1,13 @@
 """The whole queue read a page at a time while jobs end and are admitted between the reads: no job that is still
-there at the end is lost or listed twice (cuberay/platform/queue_walk.py)."""
+there at the end is lost or listed twice (cuberay/platform/transport/queue_walk.py)."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-from cuberay.platform import queue_walk
 from cuberay.platform.api.records import QueueEntry, QueuePage
 from cuberay.platform.policy.states import JobState
+from cuberay.platform.transport import queue_walk
 
 
 def entry(job_id: str, running: bool) -> QueueEntry:
