@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -22,9 +23,18 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, poll_s: float = 
 
 
 def alive(pid: int) -> bool:
-    """Whether a process with this pid exists (signal 0 checks without sending anything)."""
+    """Whether a process with this pid runs: it exists (signal 0 checks without sending anything) and is no zombie.
+
+    A zombie is a dead process its parent has not reaped. A command killed after its Ray worker died (a forced
+    cancel: the watchdog kills it) is an orphan, and this machine's init (PID 1) never reaps orphans: its pid
+    answers signal 0 for good though nothing of it runs.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]  # after "pid (comm)"
+    except (FileNotFoundError, IndexError):
+        return False  # gone between the two looks
+    return state not in ("Z", "X")
