@@ -115,24 +115,24 @@ def kill_group(pgid: int, grace_s: float = KILL_GRACE_S, wait: "subprocess.Popen
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return
-    _ended(pgid, wait, grace_s)
+    _wait_end(pgid, wait, grace_s)
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    _ended(pgid, wait, REAP_S)
+    _wait_end(pgid, wait, REAP_S)
 
 
-def _ended(pgid: int, leader: "subprocess.Popen | None", within_s: float) -> bool:
-    """Whether the group's leader has ended (and is reaped) or the group is gone, checked until ``within_s``."""
+def _wait_end(pgid: int, leader: "subprocess.Popen | None", within_s: float) -> None:
+    """Wait up to ``within_s`` for the group's leader to end (reaping it) or for the group to be gone."""
     deadline = time.monotonic() + within_s
     while True:
         if leader is not None and leader.poll() is not None:
-            return True
+            return
         try:
             os.killpg(pgid, 0)
         except (ProcessLookupError, PermissionError):
-            return True
+            return
         if time.monotonic() >= deadline:
-            return False
+            return
         time.sleep(0.05)

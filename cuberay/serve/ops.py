@@ -18,6 +18,7 @@ from typing import Any
 from cuberay.errors import CuberayError, NotFoundError, SpecError
 from cuberay.kinds.serveapp import is_serve_app, serve_kinds
 from cuberay.platform import client
+from cuberay.platform.api.records import MAX_PAGE
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 from cuberay.platform.spec.serve import MAX_STEP_TIMEOUT_S, ServeApp
@@ -28,7 +29,6 @@ from cuberay.serve.service import entry_for
 
 STATUS_WINDOW_S = 60.0  # the figures `cuberay serve status` shows: the last minute
 _ACTIVE = [JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING]
-_PAGE = 1000  # rows per read of the jobs table when looking an app up
 
 
 def _load(spec_or_path: Any) -> ServeApp:
@@ -49,10 +49,10 @@ def _apps(name: str, tenant: str | None, states: list[JobState] | None = None) -
     found: list[Any] = []
     offset = 0
     while True:
-        page = client.api().job_page(tenant=tenant, kinds=serve_kinds(), name=name, offset=offset, limit=_PAGE,
+        page = client.api().job_page(tenant=tenant, kinds=serve_kinds(), name=name, offset=offset, limit=MAX_PAGE,
                                      states=None if states is None else [s.value for s in states])
         found += [r for r in page.records if name in (r.name, r.id)]  # the store's filter is a substring
-        offset += _PAGE
+        offset += MAX_PAGE
         if offset >= page.total:
             return sorted(found, key=lambda r: (r.submit_time, r.id))
 

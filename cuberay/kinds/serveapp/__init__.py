@@ -23,7 +23,7 @@ KIND = ServeAppKind()
 
 def is_serve_app(kind: str) -> bool:
     """Whether jobs of ``kind`` are serving apps: what `cuberay serve` and the serving component manage."""
-    return kind == KIND.name
+    return kind in serve_kinds()
 
 
 def serve_kinds() -> list[str]:

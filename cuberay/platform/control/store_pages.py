@@ -93,13 +93,18 @@ class JobPages:
         """(how many jobs match, the ``limit`` of them from ``offset`` on, newest first)."""
         check_page(offset, limit)
         where = list(_conditions(wanted, visible))
-        count = select(func.count()).select_from(JobRow).where(*where)
+        count = _counted(where)
         page = (select(JobRow).where(*where).order_by(JobRow.submit_time.desc(), JobRow.id.desc())
                 .offset(offset).limit(limit))
         with self._sessions() as session:
             total = session.scalar(count) or 0
             rows = list(session.scalars(page))
         return total, [JobRecord.model_validate(r) for r in rows]
+
+    def count_jobs(self, wanted: JobFilter, visible: tuple[set[str], str] | None = None) -> int:
+        """How many jobs match ``wanted`` (of those ``visible``): the count a page reports, without the page."""
+        with self._sessions() as session:
+            return session.scalar(_counted(list(_conditions(wanted, visible)))) or 0
 
     def event_counts(self, since: float, visible: tuple[set[str], str] | None = None) -> dict[str, int]:
         """How many events of each kind happened at or after ``since`` (of the jobs ``visible`` only, if given)."""
@@ -132,6 +137,11 @@ def readable(visible: tuple[set[str], str]) -> Any:
 def readable_by(visible: tuple[set[str], str] | None, rec: JobRecord | QueueRow) -> bool:
     """:func:`readable` for one record already read (None: everything is readable)."""
     return visible is None or rec.tenant in visible[0] or rec.user == visible[1]
+
+
+def _counted(where: list[Any]) -> Any:
+    """The count of the jobs that meet ``where``."""
+    return select(func.count()).select_from(JobRow).where(*where)
 
 
 def _conditions(wanted: JobFilter, visible: tuple[set[str], str] | None) -> Iterable[Any]:

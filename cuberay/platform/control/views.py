@@ -65,7 +65,7 @@ class Views:
             check_page(0, limit)
         else:
             wanted = JobFilter(tenant, states=tuple(states) if states else None)
-            matching, _ = self.store.job_page(wanted, 0, 1, visible)
+            matching = self.store.count_jobs(wanted, visible)
             if matching > MAX_PAGE:
                 raise SpecError(f"{matching:,} jobs match and list_jobs answers at most {MAX_PAGE:,} at once: give "
                                 f"a limit (the newest that many), narrow it by tenant or state, or page through "
