@@ -164,6 +164,7 @@ class Browser:
         self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
         self.context = self.browser.new_context(viewport={"width": 1280, "height": 860})
         self.errors: list[str] = []
+        self.timelines: list[dict[str, Any]] = []
         page = self.tab("")
         page.fill("#token", token)
         page.fill("#user", USER)
@@ -179,12 +180,16 @@ class Browser:
         return page
 
     def queue_first_paint(self) -> tuple[float, float]:
-        """(wall ms from navigation to the first row, the page's own clock at that row)."""
+        """(wall ms from navigation to the first row, the page's own clock at that row); each load's requests
+        (start and end on the page's clock) are kept in ``self.timelines``, to say where a slow one waited."""
         t0 = time.perf_counter()
         page = self.tab("#/queue")
         page.wait_for_selector("tr[data-job]", state="visible")
         wall = 1000 * (time.perf_counter() - t0)
         in_page = page.evaluate("performance.now()")
+        self.timelines.append({"wall_ms": round(wall, 1), "page_clock_ms": round(in_page, 1), "requests": page.evaluate(
+            "performance.getEntriesByType('resource').map((e) => [e.name.replace(location.origin, ''), "
+            "Math.round(e.startTime), Math.round(e.responseEnd)])")})
         page.close()
         return wall, in_page
 
@@ -285,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("2. the Queue page's first paint in Chromium", flush=True)
                 browser = Browser(state["api_url"], api.token)
                 paints = [browser.queue_first_paint() for _ in range(args.paints)]
+                slowest = max(browser.timelines, key=lambda t: t["page_clock_ms"])
                 print("3. admission overhead per job, console closed and open", flush=True)
                 over = overhead(handle, browser, args.probes, args.rounds)
                 queued = api.call("queue_page", state="waiting", limit=1)["total"]
@@ -300,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
               "pages": pages, "worst_page_call_p99": {"ms": worst[0], "call": worst[1]}, "unpaged": unpaged,
               "whole_queue_walk": walk,
               "queue_first_paint": {"wall": percentiles([w for w, _ in paints]),
-                                    "page_clock": percentiles([p for _, p in paints])},
+                                    "page_clock": percentiles([p for _, p in paints]),
+                                    "slowest_load": slowest},
               "overhead": over, "javascript_errors": js_errors,
               "controller": {"ticks": ping["ticks"], "snapshot": ping.get("snapshot")}}
     path = write_json("console", result)

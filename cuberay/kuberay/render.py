@@ -9,6 +9,7 @@ levels of closeness; HyperNodes, Queues and PriorityClasses under Volcano), plus
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from cuberay.kuberay import labels as L
@@ -34,6 +35,9 @@ CLUSTER_FILE = "cluster.yaml"
 
 
 def tenant_manifests(platform: Any, tenant: Any, shares: list[Any], opts: RenderOptions) -> list[Manifest]:
+    settings = platform.spec.scheduler
+    if settings.driver_resource:  # the tenant's controller starts drivers: they go where the workers offer places
+        opts = replace(opts, drivers=(settings.driver_resource, settings.max_drivers))
     out = [namespace(platform, tenant), platform_configmap(platform, tenant, shares)]
     if opts.scheduler == L.Scheduler.kueue:
         out.append(local_queue(platform, tenant))

@@ -39,6 +39,9 @@ class RenderOptions:
     redis_password_secret: str | None = None  # Secret (key "password") in the tenant namespace
     head_cpu: str = "1"
     head_memory: str = "4Gi"
+    # The platform's scheduler.driver_resource and max_drivers: every worker group offers that many drivers'
+    # places, the head none, so job drivers run on workers (and outlive a head restart with --redis).
+    drivers: tuple[str, int] | None = None
 
 
 def namespace(platform: Any, tenant: Any) -> Manifest:
@@ -150,7 +153,10 @@ def worker_group(share: PoolShare, opts: RenderOptions, labels: dict[str, str],
         "maxReplicas": share.max_replicas,
         "rayStartParams": {},
     }
-    if resources := ray_resources(share):
+    resources = ray_resources(share)
+    if opts.drivers:
+        resources[opts.drivers[0]] = str(opts.drivers[1])
+    if resources:
         group["resources"] = resources
     if ray_lbls := ray_labels(share):
         group["labels"] = ray_lbls

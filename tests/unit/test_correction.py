@@ -69,3 +69,15 @@ def test_task_resource_env_sizes_the_driver_not_the_workers() -> None:
     assert driver_resources({"TASK_RESOURCE_CPU": "2", "TASK_RESOURCE_MEMORY": "4Gi", "TASK_RESOURCE_GPU": "0"}) \
         == {"num_cpus": 2.0, "memory": 4.0 * GiB, "num_gpus": 0.0}
     assert driver_resources({"OTHER": "1"}) == {}
+
+
+def test_a_platform_driver_resource_places_every_driver_where_nodes_offer_it() -> None:
+    from cuberay.platform.control.drivers import driver_resources
+    from cuberay.platform.spec.scheduler import SchedulerSettings
+
+    assert driver_resources({}, "cuberay_driver") == {"resources": {"cuberay_driver": 1.0}}
+    assert driver_resources({"TASK_RESOURCE_CPU": "2"}, "cuberay_driver") == {
+        "resources": {"cuberay_driver": 1.0}, "num_cpus": 2.0}
+    for bad in ("CPU", "memory", "node:10.0.0.1", "1x", "a b"):
+        with pytest.raises(ValueError, match="custom Ray resource name"):
+            SchedulerSettings(driver_resource=bad)

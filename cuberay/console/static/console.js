@@ -8,7 +8,7 @@ const REFRESH_MS = 1000;            // how often an open view asks again (the "l
 const PAGE_SIZE = 50;               // rows per page of the Queue and Jobs tables
 const STATS_WINDOW_S = 60;          // a service's live figures are over this many seconds
 const ACTIVE = ["QUEUED", "PREEMPTED", "ADMITTED", "RUNNING"];
-const S = { session: null, view: null, timer: null, filters: {}, kinds: {}, dashboard: null, seq: 0, notice: null };
+const S = { session: null, view: null, timer: null, filters: {}, kinds: null, dashboard: null, seq: 0, notice: null };
 
 // ------------------------------------------------------------------ talking to the platform
 
@@ -28,6 +28,12 @@ async function http(method, path, body) {
   try { data = await res.json(); } catch (e) { data = {}; }
   if (!res.ok) throw new ApiError(res.status, (data && data.error) || {});
   return data;
+}
+
+// What each job kind is (a service? does it run trials?): asked once per sign-in; the views that need it await it.
+function knownKinds() {
+  if (!S.kinds) S.kinds = http("GET", "/api/v1/kinds").catch(() => ({}));
+  return S.kinds;
 }
 
 async function call(method, kwargs) {
@@ -212,8 +218,8 @@ function linkify(text, ids, readable, tenants) {
 
 async function jobs() {
   const f = S.filters, since = f.since ? Date.now() / 1000 - Number(f.since) * 3600 : null;
-  const [data, tenants] = await Promise.all([paged("job_page", { tenant: f.tenant || null, user: f.user || null,
-    kinds: f.kind ? [f.kind] : null, states: f.state ? [f.state] : null, name: f.name || null, since }), call("tenants")]);
+  const [data, tenants, kinds] = await Promise.all([paged("job_page", { tenant: f.tenant || null, user: f.user || null,
+    kinds: f.kind ? [f.kind] : null, states: f.state ? [f.state] : null, name: f.name || null, since }), call("tenants"), knownKinds()]);
   const { view } = pager(data.total, data.offset);
   const body = data.records.map((r) => h("tr", {},
     h("td", {}, jobLink(r.id)), h("td", {}, r.tenant), h("td", {}, r.user), h("td", {}, r.kind), h("td", {}, state(r.state)),
@@ -222,7 +228,7 @@ async function jobs() {
   return [
     h("h1", {}, "Jobs"),
     h("div", { class: "controls" }, control("name or id", "name"), control("tenant", "tenant", tenants.map((t) => t.name)),
-      control("user", "user"), control("kind", "kind", Object.keys(S.kinds)),
+      control("user", "user"), control("kind", "kind", Object.keys(kinds)),
       control("state", "state", ["QUEUED", "PREEMPTED", "ADMITTED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]),
       control("submitted in the last", "since", ["1", "6", "24", "168"])),
     data.total ? [table(["job", "tenant", "user", "kind", "state", "submitted", "ended", "outcome"], body), view]
@@ -367,7 +373,7 @@ function dag(spec, steps) {
 }
 
 async function services() {
-  const serviceKinds = Object.keys(S.kinds).filter((k) => S.kinds[k].service);
+  const kinds = await knownKinds(), serviceKinds = Object.keys(kinds).filter((k) => kinds[k].service);
   const apps = serviceKinds.length ? (await call("job_page", { kinds: serviceKinds, limit: 100 })).records : [];
   if (!apps.length) return [h("h1", {}, "Services"), empty("No services yet: ", h("code", {}, "cuberay serve deploy configs/jobs/serve.yaml"))];
   const [histories, live] = await Promise.all([Promise.all(apps.map((a) => call("serve_history", { app: a.id, limit: 20 }))),
@@ -481,7 +487,8 @@ function signIn(message) {
 async function start() {
   document.getElementById("who").replaceChildren(`signed in as ${S.session.user} `,
     h("button", { on: { click: async () => { await http("POST", "/api/v1/logout").catch(() => null); S.session = null; signIn(); } } }, "Sign out"));
-  S.kinds = await http("GET", "/api/v1/kinds").catch(() => ({}));
+  S.kinds = null;
+  knownKinds();  // asked beside the first view's own calls, not before them: a first paint waits for one round trip less
   S.view = null;
   refresh(true);
 }

@@ -3,10 +3,10 @@
 // Uses console.js's helpers (h, svg, table, state, jobLink, empty, num, call), loaded after this file.
 "use strict";
 
-const trialKinds = () => Object.keys(S.kinds).filter((k) => S.kinds[k].trials);
+const trialKinds = async () => { const all = await knownKinds(); return Object.keys(all).filter((k) => all[k].trials); };
 
 async function searches() {
-  const kinds = trialKinds();
+  const kinds = await trialKinds();
   const jobs = kinds.length ? (await call("job_page", { kinds, limit: 50 })).records : [];
   if (!jobs.length) return [h("h1", {}, "Tune jobs"), empty("No searches yet: ", h("code", {}, "cuberay submit configs/jobs/tune.yaml"))];
   const pages = await Promise.all(jobs.map((j) => call("trials", { ref: j.id })));
@@ -20,7 +20,7 @@ async function searches() {
 
 // The trials section of a search's job page (an empty list when the job's kind runs none).
 async function trialsSection(rec) {
-  if (!(S.kinds[rec.kind] || {}).trials) return [];
+  if (!((await knownKinds())[rec.kind] || {}).trials) return [];
   const p = await call("trials", { ref: rec.id });
   if (!p.trials.length) return [h("h2", {}, "Trials"), empty("No trials reported yet: they show as the search starts them.")];
   const keys = [...new Set(p.trials.flatMap((t) => Object.keys(t.config)))].sort();

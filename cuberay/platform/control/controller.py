@@ -119,7 +119,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.drivers = Drivers(self.cluster.launcher(self.platform.spec.scheduler.max_drivers),
                                self.cluster.small_runs(self._tenant_storage, self._wake.set)
                                if self.platform.spec.scheduler.small_jobs else None,
-                               console=lambda: self.cluster.kv_get(ids.CONSOLE_URL_KEY))
+                               console=lambda: self.cluster.kv_get(ids.CONSOLE_URL_KEY),
+                               driver_resource=self.platform.spec.scheduler.driver_resource)
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0

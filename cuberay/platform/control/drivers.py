@@ -37,8 +37,9 @@ class Drivers:
     """Bookkeeping of the platform's job drivers (one instance, inside the controller actor)."""
 
     def __init__(self, launcher: Launcher, small: SmallRuns | None = None,
-                 console: Callable[[], bytes | None] = lambda: None) -> None:
+                 console: Callable[[], bytes | None] = lambda: None, driver_resource: str | None = None) -> None:
         self.launcher = launcher
+        self.driver_resource = driver_resource    # each driver asks one of it: drivers run where nodes offer it
         self.small = small                        # small jobs as Ray tasks (None: every job is a Ray Job)
         self.console = console                    # the web console's address, if the head serves one
         self.by_sid: dict[str, str] = {}          # Ray submission id -> job id (launcher drivers we follow)
@@ -151,7 +152,7 @@ class Drivers:
             self.launcher.start, sid, driver_entrypoint(rec.id), metadata=metadata,
             runtime_env=spec.get("runtime_env") or None,
             env={**(spec.get("env") or {}), **kinds.env(), TOKEN_ENV: token, USER_ENV: rec.user},
-            driver_resources=driver_resources(spec.get("env") or {}))
+            driver_resources=driver_resources(spec.get("env") or {}, self.driver_resource))
         self.by_sid[sid] = rec.id
         self.awaiting.pop(rec.id, None)
 
@@ -183,14 +184,15 @@ class Drivers:
                 "awaiting": len(self.awaiting), "external": len(self.contact)}
 
 
-def driver_resources(env: dict[str, str]) -> dict[str, float]:
+def driver_resources(env: dict[str, str], place: str | None = None) -> dict[str, Any]:
     """CubeStudio's ``TASK_RESOURCE_CPU/_MEMORY/_GPU`` size the launcher, not the workers: here, the job's driver.
 
-    Values in the spec's grammar ("2", "500m", "4Gi", "1"); unset names leave the driver at 0.
+    Values in the spec's grammar ("2", "500m", "4Gi", "1"); unset names leave the driver at 0. ``place`` (the
+    platform's driver_resource) is asked one of, which keeps the driver on the nodes that offer it.
     """
     from cuberay.platform.spec.resource_grammar import parse_cpu, parse_gpu, parse_memory
 
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {"resources": {place: 1.0}} if place else {}
     if env.get("TASK_RESOURCE_CPU"):
         out["num_cpus"] = parse_cpu(env["TASK_RESOURCE_CPU"])
     if env.get("TASK_RESOURCE_MEMORY"):

@@ -15,7 +15,7 @@ from cuberay.errors import CuberayError, PlatformNotRunningError
 from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.guard import new_driver_token, token_hash
-from cuberay.platform.control.launcher import STOPPED, SUCCEEDED, TERMINAL
+from cuberay.platform.control.launcher import LOST, STOPPED, SUCCEEDED, TERMINAL
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 
@@ -23,6 +23,7 @@ log = logging.getLogger("cuberay.controller")
 
 EXTERNAL_TIMEOUT_S = 60.0      # an external driver polls every 1-2 s; this long silent means it died
 EXTERNAL_CHECK_S = 5.0         # how often external drivers' Ray Jobs are looked up
+LOST_RETRIES = 3               # attempts beyond max_failures for a job whose driver's node went away
 
 
 class Following:
@@ -86,6 +87,11 @@ class Following:
                 self._end(job_id, JobState.SUCCEEDED, rec.message or f"{what} succeeded", now)
             elif status == STOPPED:
                 self._end(job_id, JobState.CANCELLED, f"{what} was stopped outside cuberay", now)
+            elif status == LOST and rec.attempts <= kinds.of(rec.kind).retries(load_spec(rec.spec)) + LOST_RETRIES:
+                # Not the job's fault: its driver went with the node it ran on. Run it again as a new attempt,
+                # outside the spec's max_failures (a few times: a cluster that keeps losing it fails it).
+                self._requeue(job_id, f"attempt {rec.attempts} lost its driver ({what}: its node went away); "
+                                      f"running it again", now, preempted=False)
             else:
                 message = await self.drivers.failure_message(sid)
                 rec = self.store.get_job(job_id)  # a cancel may have ended it meanwhile

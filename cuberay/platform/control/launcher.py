@@ -16,9 +16,11 @@ The client is synchronous (HTTP); inside an async actor call the methods through
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping, TypeVar
 
@@ -26,7 +28,13 @@ from cuberay.errors import CuberayError, NotFoundError, PlatformNotRunningError
 
 # Ray's JobStatus values (ray.job_submission.JobStatus) as plain strings.
 PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED = "PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED"
-TERMINAL = frozenset({STOPPED, SUCCEEDED, FAILED})
+# FAILED because the driver's supervisor went away, not because the entrypoint failed: its node died (a head that
+# ran the driver and restarted on a fault-tolerant GCS: Ray then finds no supervisor and says it "failed to start").
+LOST = "LOST"
+TERMINAL = frozenset({STOPPED, SUCCEEDED, FAILED, LOST})
+VERIFY_ADOPTED_S = 120.0  # how long after an adoption its supervisor is looked for (the GCS notices a dead node)
+_SUPERVISOR_GONE = frozenset({"JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_START_FAILURE",
+                              "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE"})
 JOB_KEY = "cuberay.io/job"
 
 _T = TypeVar("_T")
@@ -79,6 +87,9 @@ class Launcher:
         self._lock = threading.Lock()
         # submission_id -> last status reported by poll() (None: not reported yet).
         self._tracked: dict[str, str | None] = {}
+        # Adopted drivers whose supervisor is looked for until then (monotonic time): after a head restart on a
+        # fault-tolerant GCS, Ray keeps a dead supervisor's job RUNNING until something asks.
+        self._verify: dict[str, float] = {}
         self._client = self._connect()
         self._logs_dir = _ray_logs_dir()
 
@@ -112,13 +123,14 @@ class Launcher:
         metadata: dict[str, str],
         runtime_env: dict[str, Any] | None,
         env: dict[str, str] | None = None,
-        driver_resources: Mapping[str, float] | None = None,
+        driver_resources: Mapping[str, Any] | None = None,
     ) -> None:
         """Submit one Ray Job; idempotent for a resubmission of the same cuberay job.
 
         A driver requests no CPU by default (entrypoint_num_cpus=0): the job's own workers
         hold the resources cuberay allocated, the driver only orchestrates them.
-        ``driver_resources`` ({num_cpus, num_gpus, memory}) sizes a driver that does work itself.
+        ``driver_resources`` ({num_cpus, num_gpus, memory}) sizes a driver that does work itself; its
+        ``resources`` (custom Ray resources) choose where drivers run (the platform's driver_resource).
         """
         sizing = dict(driver_resources or {})
         _check_str_map("metadata", metadata)
@@ -140,6 +152,7 @@ class Launcher:
                     entrypoint_num_cpus=sizing.get("num_cpus", 0),
                     entrypoint_num_gpus=sizing.get("num_gpus") or None,
                     entrypoint_memory=int(sizing["memory"]) if sizing.get("memory") else None,
+                    entrypoint_resources=dict(sizing["resources"]) if sizing.get("resources") else None,
                 ),
             )
         except LauncherError as err:
@@ -154,10 +167,13 @@ class Launcher:
         return (info.metadata or {}).get(JOB_KEY) == metadata.get(JOB_KEY)
 
     def adopt(self, submission_ids: Iterable[str]) -> None:
-        """Track jobs started before a controller restart; the next poll() reports each once."""
+        """Track jobs started before a controller restart; the next poll() reports each once. For a while each
+        poll also asks whether its driver's supervisor is still there (LOST when not)."""
+        until = time.monotonic() + VERIFY_ADOPTED_S
         with self._lock:
             for submission_id in submission_ids:
                 self._tracked[submission_id] = None
+                self._verify[submission_id] = until
 
     def poll(self) -> dict[str, str]:
         """Statuses that changed since the last poll, for tracked jobs (one list_jobs call).
@@ -171,7 +187,8 @@ class Launcher:
             # is missing from that list without being lost.
             asked = set(self._tracked)
         jobs = self._call("list", "", self._client.list_jobs)
-        current = {j.submission_id: str(j.status.value) for j in jobs if j.submission_id}
+        current = {j.submission_id: _status(j) for j in jobs if j.submission_id}
+        self._find_lost(current)
         changed: dict[str, str] = {}
         with self._lock:
             for submission_id, last in list(self._tracked.items()):
@@ -184,6 +201,22 @@ class Launcher:
                 if status in TERMINAL:
                     del self._tracked[submission_id]
         return changed
+
+    def _find_lost(self, current: dict[str, str]) -> None:
+        """Mark LOST the adopted RUNNING drivers whose supervisor actor is gone (its node died with the head), and
+        ask Ray to stop them, which makes its record of them end too."""
+        now = time.monotonic()
+        with self._lock:
+            pending = list(self._verify.items())
+        for sid, until in pending:
+            done = now > until or current.get(sid, RUNNING) in TERMINAL
+            if not done and current.get(sid) == RUNNING and not _supervisor_alive(sid):
+                current[sid], done = LOST, True
+                with contextlib.suppress(CuberayError):
+                    self.stop(sid)
+            if done:
+                with self._lock:
+                    self._verify.pop(sid, None)
 
     def stop(self, submission_id: str) -> None:
         """Ask Ray to stop the driver (SIGTERM, then SIGKILL); a no-op for unknown or finished jobs."""
@@ -296,3 +329,25 @@ def _summary(err: Exception) -> str:
     if not lines:
         return head.strip() or type(err).__name__
     return f"{head.strip()} {lines[-1]}".strip() if tb else lines[0]
+
+
+def _status(job: Any) -> str:
+    """A Ray Job's status; LOST for a failure of its supervisor (a driver that started and whose entrypoint never
+    said it failed: no exit code) rather than of the user's command."""
+    status = str(job.status.value)
+    if status == FAILED and getattr(job, "driver_exit_code", None) is None and \
+            str(getattr(job, "error_type", None) or "") in _SUPERVISOR_GONE:
+        return LOST
+    return status
+
+
+def _supervisor_alive(submission_id: str) -> bool:
+    """Is the Ray Job's supervisor actor (which runs its driver) alive? Ray forgets a dead actor's name."""
+    import ray
+    from ray.dashboard.modules.job.common import JOB_ACTOR_NAME_TEMPLATE, SUPERVISOR_ACTOR_RAY_NAMESPACE
+
+    try:
+        ray.get_actor(JOB_ACTOR_NAME_TEMPLATE.format(job_id=submission_id), namespace=SUPERVISOR_ACTOR_RAY_NAMESPACE)
+    except ValueError:
+        return False
+    return True

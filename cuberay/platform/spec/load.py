@@ -196,6 +196,19 @@ def module_name(value: str) -> str:
     return value
 
 
+_RAY_RESOURCE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:/-]{0,62}$")
+_RAY_BUILTIN = {"CPU", "GPU", "memory", "object_store_memory"}
+
+
+def ray_resource_name(value: str) -> str:
+    """A custom Ray resource's name (not one Ray counts itself)."""
+    if not _RAY_RESOURCE.match(value) or value in _RAY_BUILTIN or value.startswith("node:"):
+        raise ValueError(f"{short_repr(value)} is not a custom Ray resource name; write letters, digits and "
+                         f"'_.:/-', starting with a letter and not one of Ray's own (CPU, GPU, memory), "
+                         f"e.g. 'cuberay_driver'")
+    return value
+
+
 def parse_duration(value: str | int | float) -> float:
     """Seconds from ``3600``, ``"90m"``, ``"2h"``, ``"1d"`` or ``"1h30m"``; must be > 0."""
     if isinstance(value, (int, float)):

@@ -25,6 +25,7 @@ from cuberay.platform.spec.common import (
 )
 from cuberay.platform.spec.load import FieldError, module_name, over_text
 from cuberay.platform.spec.resources import Resources
+from cuberay.platform.spec.scheduler import SchedulerSettings
 from cuberay.platform.spec.topology import TopologySpec
 
 WILDCARD_MEMBER = "*"
@@ -168,23 +169,6 @@ class NodePool(SpecModel):
         """Labels of each node: the pool's, the pool name, the card model and the RDMA fabric."""
         offer = self.resources._request()
         return {**self.labels, res.LABEL_POOL: self.name, **offer.node_selector()}
-
-
-class SchedulerSettings(SpecModel):
-    """Knobs of the admission cycle."""
-
-    backfill: bool = Field(True, description="EASY backfill: small jobs may jump a blocked one without delaying it.")
-    reclaim: bool = Field(True, description="A tenant under its guarantee takes capacity back from borrowers.")
-    preemption: bool = Field(True, description="Higher-priority jobs may preempt lower ones of the same tenant.")
-    las_threshold_gpu_hours: float | None = Field(3.0, gt=0, description="Least-attained-service: jobs that used "
-                                                  "more GPU-hours than this drop behind newer ones and may be "
-                                                  "preempted by them (Tiresias-style); null = off.")
-    max_drivers: int = Field(16, ge=1, description="Most job drivers running at once: Ray Jobs and small jobs' "
-                                                    "Ray tasks together.")
-    small_jobs: bool = Field(True, description="Run one-worker command Tasks as named Ray tasks without a driver "
-                                               "process of their own (much faster to start); false: every job is "
-                                               "a Ray Job.")
-    cycle_interval_s: float = Field(2.0, gt=0, description="Seconds between admission cycles.")
 
 
 class PlatformSpec(SpecModel):

@@ -14,6 +14,12 @@ from cuberay.platform.api import Caller
 from cuberay.platform.control.head import CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.transport import ray_errors
 
+# The address of the Ray node this process runs on, where several share one host (local clusters): Ray attaches a
+# process to the head's raylet when it cannot tell them apart, and a job driver attached there dies with the head,
+# taking its workers on other nodes with it. A node started with it set passes it on to its workers and their
+# drivers (Ray Jobs' entrypoints); on Kubernetes every pod has an address of its own and needs none.
+NODE_IP_ENV = "CUBERAY_NODE_IP"
+
 
 def connect(address: str | None = None, *, log_to_driver: bool = False) -> Any:
     """Join the Ray cluster (``address``, else RAY_ADDRESS, else "auto") and return the controller handle."""
@@ -40,9 +46,10 @@ def init_ray(address: str | None, log_to_driver: bool) -> str:
     if head is not None and target == head["address"]:
         controller_head.use_token_auth()
     target = target or "auto"
+    node_ip = os.environ.get(NODE_IP_ENV)
     try:
         ray.init(address=target, namespace=NAMESPACE, log_to_driver=log_to_driver, ignore_reinit_error=True,
-                 logging_level=logging.WARNING)
+                 logging_level=logging.WARNING, **({"_node_ip_address": node_ip} if node_ip else {}))
     except Exception as err:  # noqa: BLE001 - every failure to join is one clear message, never a traceback
         raise ray_errors.init_error(err, target) from None
     return target

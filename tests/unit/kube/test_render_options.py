@@ -112,3 +112,19 @@ def test_the_head_tells_the_controller_its_worker_groups() -> None:
         {g["groupName"]: g["maxReplicas"] for g in spec["workerGroupSpecs"]}
     assert groups["h100-ib"].labels["cuberay.io/pool"] == "h100-ib"
     assert groups["h100-ib"].resources == {"CPU": 96.0, "GPU": 8.0, "memory": 1024.0 * 2**30, "rdma": 8.0}
+
+
+def test_with_a_driver_resource_every_worker_group_offers_drivers_places_and_the_head_none() -> None:
+    """The platform's scheduler.driver_resource keeps job drivers off the head (they then outlive its restart)."""
+    data = load_platform(LARGE).model_dump(by_alias=True, mode="json")
+    data["spec"]["scheduler"].update(driver_resource="cuberay_driver", max_drivers=12)
+    files = render_platform(load_platform(data), RenderOptions(redis_address="redis.cuberay:6379"))
+    objs = [m.obj for m in all_manifests(files)]
+    assert validate_objects(objs) == []
+    clusters = [o for o in objs if o["kind"] == "RayCluster"]
+    assert clusters and all(g["resources"]["cuberay_driver"] == "12"
+                            for o in clusters for g in o["spec"]["workerGroupSpecs"])
+    assert all("resources" not in o["spec"]["headGroupSpec"] for o in clusters)
+    plain = [o for o in (m.obj for m in all_manifests(render_platform(load_platform(LARGE), RenderOptions())))
+             if o["kind"] == "RayCluster"]
+    assert not any("cuberay_driver" in g.get("resources", {}) for o in plain for g in o["spec"]["workerGroupSpecs"])
