@@ -24,6 +24,7 @@ log = logging.getLogger("cuberay.controller")
 EXTERNAL_TIMEOUT_S = 60.0      # an external driver polls every 1-2 s; this long silent means it died
 EXTERNAL_CHECK_S = 5.0         # how often external drivers' Ray Jobs are looked up
 LOST_RETRIES = 3               # attempts beyond max_failures for a job whose driver's node went away
+LOST_EVENT = "driver_lost"     # the event recorded for each such attempt
 
 
 class Following:
@@ -87,11 +88,12 @@ class Following:
                 self._end(job_id, JobState.SUCCEEDED, rec.message or f"{what} succeeded", now)
             elif status == STOPPED:
                 self._end(job_id, JobState.CANCELLED, f"{what} was stopped outside cuberay", now)
-            elif status == LOST and rec.attempts <= kinds.of(rec.kind).retries(load_spec(rec.spec)) + LOST_RETRIES:
+            elif status == LOST and self._lost_attempts(job_id) < LOST_RETRIES:
                 # Not the job's fault: its driver went with the node it ran on. Run it again as a new attempt,
                 # outside the spec's max_failures (a few times: a cluster that keeps losing it fails it).
-                self._requeue(job_id, f"attempt {rec.attempts} lost its driver ({what}: its node went away); "
-                                      f"running it again", now, preempted=False)
+                reason = f"attempt {rec.attempts} lost its driver ({what}: its node went away); running it again"
+                self.store.update_job(job_id, event=(LOST_EVENT, reason))
+                self._requeue(job_id, reason, now, preempted=False)
             else:
                 message = await self.drivers.failure_message(sid)
                 rec = self.store.get_job(job_id)  # a cancel may have ended it meanwhile
@@ -103,11 +105,16 @@ class Following:
         # One budget, one owner: the kind says how many the controller retries (none where the workload retries
         # in place, as Ray Train does for a function-mode TrainJob).
         allowed = kinds.of(rec.kind).retries(load_spec(rec.spec))
-        if rec.attempts <= allowed:
+        failures = rec.attempts - self._lost_attempts(rec.id)  # an attempt that lost its driver did not fail
+        if failures <= allowed:
             self._requeue(rec.id, f"attempt {rec.attempts} failed ({message}); retrying "
-                                  f"({rec.attempts} of {allowed} allowed failures used)", now, preempted=False)
+                                  f"({failures} of {allowed} allowed failures used)", now, preempted=False)
             return
         self._end(rec.id, JobState.FAILED, message, now)
+
+    def _lost_attempts(self, job_id: str) -> int:
+        """Attempts of the job whose driver went with its node (each recorded with a LOST_EVENT)."""
+        return sum(e.kind == LOST_EVENT for e in self.store.events(job_id, limit=None))
 
     async def _check_external(self, now: float) -> None:
         """External drivers that went silent, or whose Ray Job ended, have died: their jobs fail."""

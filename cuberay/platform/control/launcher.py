@@ -16,7 +16,6 @@ The client is synchronous (HTTP); inside an async actor call the methods through
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import re
 import threading
@@ -138,7 +137,7 @@ class Launcher:
         if not self.can_start():
             raise LauncherError(
                 f"cannot start {submission_id}: {self.in_flight()} Ray Job drivers are in flight and "
-                f"max_drivers is {self.max_drivers} (each driver is a ~85 MB process on the head); "
+                f"max_drivers is {self.max_drivers} (each driver is a ~85 MB process); "
                 "wait until poll() reports one finished, or raise max_drivers"
             )
         try:
@@ -203,20 +202,28 @@ class Launcher:
         return changed
 
     def _find_lost(self, current: dict[str, str]) -> None:
-        """Mark LOST the adopted RUNNING drivers whose supervisor actor is gone (its node died with the head), and
-        ask Ray to stop them, which makes its record of them end too."""
+        """Mark LOST the adopted RUNNING drivers whose supervisor actor is gone (its node died with the head). Ray's
+        own record of such a job may stay RUNNING: nothing is left on its side to end it."""
         now = time.monotonic()
         with self._lock:
             pending = list(self._verify.items())
         for sid, until in pending:
             done = now > until or current.get(sid, RUNNING) in TERMINAL
             if not done and current.get(sid) == RUNNING and not _supervisor_alive(sid):
-                current[sid], done = LOST, True
-                with contextlib.suppress(CuberayError):
-                    self.stop(sid)
+                # A supervisor also goes away when its job ends: only a job Ray still calls RUNNING is lost.
+                again = self._status_now(sid)
+                if again is not None:
+                    current[sid], done = (LOST if again == RUNNING else again), True
             if done:
                 with self._lock:
                     self._verify.pop(sid, None)
+
+    def _status_now(self, submission_id: str) -> str | None:
+        """The Ray Job's status read now; None if Ray does not say (asked again at the next poll)."""
+        try:
+            return _status(self._call("read", submission_id, lambda: self._client.get_job_info(submission_id)))
+        except CuberayError:
+            return None
 
     def stop(self, submission_id: str) -> None:
         """Ask Ray to stop the driver (SIGTERM, then SIGKILL); a no-op for unknown or finished jobs."""
@@ -335,8 +342,9 @@ def _status(job: Any) -> str:
     """A Ray Job's status; LOST for a failure of its supervisor (a driver that started and whose entrypoint never
     said it failed: no exit code) rather than of the user's command."""
     status = str(job.status.value)
-    if status == FAILED and getattr(job, "driver_exit_code", None) is None and \
-            str(getattr(job, "error_type", None) or "") in _SUPERVISOR_GONE:
+    error = getattr(job, "error_type", None)
+    error = getattr(error, "value", error)  # a JobErrorType (JobInfo) or its text (JobDetails)
+    if status == FAILED and getattr(job, "driver_exit_code", None) is None and error in _SUPERVISOR_GONE:
         return LOST
     return status
 
@@ -350,4 +358,6 @@ def _supervisor_alive(submission_id: str) -> bool:
         ray.get_actor(JOB_ACTOR_NAME_TEMPLATE.format(job_id=submission_id), namespace=SUPERVISOR_ACTOR_RAY_NAMESPACE)
     except ValueError:
         return False
+    except Exception:  # noqa: BLE001 - a GCS still recovering answers nothing certain: ask again at the next poll
+        return True
     return True

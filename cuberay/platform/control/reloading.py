@@ -110,6 +110,7 @@ class Reload:
         for name in self.state.tenants:
             self.state.usage.setdefault(name, {})
         self.drivers.launcher.max_drivers = new.spec.scheduler.max_drivers
+        self.drivers.driver_resource = new.spec.scheduler.driver_resource
         self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in new.tenants})
         now = time.time()
         for queued in list(self.state.queue):  # priorities and pools come from the tenant: recompute
