@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import sys
@@ -45,10 +46,10 @@ STAMP = "cuberay-start-stamp"
 DRIVER_CAP = 4
 
 
-def platform_file(scratch: Path, small_jobs: bool = True) -> Path:
+def platform_file(scratch: Path, small_jobs: bool = True, database: str | None = None) -> Path:
     scheduler = {"max_drivers": DRIVER_CAP, "small_jobs": small_jobs}
     spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Platform", "metadata": {"name": "bench"},
-            "spec": {"storage": str(scratch / "storage"), "scheduler": scheduler,
+            "spec": {"storage": str(scratch / "storage"), "scheduler": scheduler, "database": database,
                      "tenants": [{"name": "bench", "members": ["*"]}, {"name": "b2", "members": ["*"]},
                                  {"name": "q", "members": ["*"], "quota": {"max": {"cpu": "1", "memory": "8Gi"}}}]}}
     path = scratch / "platform.yaml"
@@ -323,6 +324,16 @@ def _silent(fn: Any, argv: list[str]) -> Any:
     return call
 
 
+def start_postgres() -> Any:
+    """A PostgreSQL server of Debian's package for this run (tests/postgres.py starts it), fsync on."""
+    from tests.postgres import INSTALL_HINT, PostgresServer, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit(INSTALL_HINT)
+    return PostgresServer.start(bin_dir, durable=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrent", type=int, default=500)
@@ -337,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-kills", type=int, default=3, help="controller kills during the crash stream")
     parser.add_argument("--ray-jobs", action="store_true",
                         help="every job runs as a Ray Job with its own driver (scheduler.small_jobs false)")
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="the store: SQLite in the scratch dir, or a PostgreSQL 15 server started for the run "
+                             "(Debian's package, fsync on, a private socket)")
     parser.add_argument("--skip", default="",
                         help="comma list of phases to skip: concurrent,load,crash,stream,queue")
     args = parser.parse_args(argv)
@@ -345,10 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     from ray.job_submission import JobSubmissionClient
 
     result: dict[str, Any] = {"machine": info, "args": vars(args)}
-    with tempfile.TemporaryDirectory(prefix="cuberay-rel-", ignore_cleanup_errors=True) as tmp:
+    server = start_postgres() if args.database == "postgresql" else None
+    with tempfile.TemporaryDirectory(prefix="cuberay-rel-", ignore_cleanup_errors=True) as tmp, \
+            contextlib.ExitStack() as stack:
+        if server is not None:
+            stack.callback(server.stop)
         scratch = Path(tmp)
         with scratch_env(scratch, args.cpus):
-            url = client.up(str(platform_file(scratch, small_jobs=not args.ray_jobs)))
+            database = server.fresh_url("bench") if server is not None else None
+            url = client.up(str(platform_file(scratch, small_jobs=not args.ray_jobs, database=database)))
             try:
                 jobs = JobSubmissionClient(url)
                 if "concurrent" not in skip:

@@ -60,7 +60,8 @@ class PostgresServer:
                               **kwargs)
 
     @classmethod
-    def start(cls, bin_dir: Path) -> "PostgresServer":
+    def start(cls, bin_dir: Path, durable: bool = False) -> "PostgresServer":
+        """A new server; ``durable`` keeps fsync on (a benchmark's figures), tests run without it."""
         as_root = os.geteuid() == 0
         # Under /tmp, not $TMPDIR: CI's TMPDIR is a root-only (0700) directory the server user cannot enter.
         root = Path(tempfile.mkdtemp(prefix="cuberay-pg-", dir="/tmp"))
@@ -73,7 +74,8 @@ class PostgresServer:
                     "--no-sync", "-E", "UTF8")
         server._run(str(bin_dir / "pg_ctl"), "-D", str(server.data), "-l", str(root / "server.log"), "-w",
                     "-t", "60", "start", "-o",
-                    f"-k {root} -p {server.port} -c listen_addresses='' -c fsync=off -c max_connections=200")
+                    f"-k {root} -p {server.port} -c listen_addresses='' -c fsync={'on' if durable else 'off'} "
+                    f"-c max_connections=200")
         return server
 
     def url(self, database: str = "postgres") -> str:
