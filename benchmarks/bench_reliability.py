@@ -17,6 +17,10 @@
    ``client.status()`` and the CLI's ``cuberay queue`` / ``cuberay status`` (in-process, connected) are timed;
    then the blocker is cancelled and each waiting job too, one by one, while the controller admits them (cancel
    latency p50 / max).
+5. Overhead: ``--probes`` tiny Tasks one at a time on an idle head; the controller's decision (submitted ->
+   admitted) and launch (admitted -> started) per job from its own event timestamps (bench_live.py's part 2).
+
+``--database sqlite,postgresql`` runs the phases on each store in turn, each on a head of its own, in one run.
 """
 
 from __future__ import annotations
@@ -334,6 +338,44 @@ def start_postgres() -> Any:
     return PostgresServer.start(bin_dir, durable=True)
 
 
+PHASES = ("concurrent", "load", "crash", "stream", "queue", "overhead")
+STORES = ("sqlite", "postgresql")
+
+
+def run_phases(args: argparse.Namespace, skip: set[str], database: str | None) -> dict[str, Any]:
+    """Every phase not skipped, on a head of its own whose store is ``database`` (None: SQLite)."""
+    from ray.job_submission import JobSubmissionClient
+
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="cuberay-rel-", ignore_cleanup_errors=True) as tmp:
+        scratch = Path(tmp)
+        with scratch_env(scratch, args.cpus):
+            url = client.up(str(platform_file(scratch, small_jobs=not args.ray_jobs, database=database)))
+            try:
+                jobs = JobSubmissionClient(url)
+                phases = {
+                    "concurrent": lambda: bench_concurrent(args.concurrent, not args.no_run, jobs,
+                                                           scratch / "storage"),
+                    "load": lambda: bench_load(args.rate, args.load_s, drain=not args.no_run),
+                    "crash": lambda: bench_crash(args.kills),
+                    "stream": lambda: bench_stream(args.stream, args.stream_kills, jobs, scratch / "storage"),
+                    "queue": lambda: bench_queue(args.queued),
+                    "overhead": lambda: bench_overhead(args.probes)}
+                for name in PHASES:
+                    if name not in skip:
+                        result[name] = phases[name]()
+                        print(f"{name}:", result[name], flush=True)
+            finally:
+                client.down()
+    return result
+
+
+def bench_overhead(probes: int) -> dict[str, Any]:
+    from bench_live import bench_overhead as overhead
+
+    return overhead(probes)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrent", type=int, default=500)
@@ -342,55 +384,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--load-s", type=float, default=120.0)
     parser.add_argument("--queued", type=int, default=1000)
+    parser.add_argument("--probes", type=int, default=20, help="tiny Tasks, one at a time, in the overhead phase")
     parser.add_argument("--cpus", type=int, default=8)
     parser.add_argument("--kills", type=int, default=3, help="controller kills in the crash phase")
     parser.add_argument("--stream", type=int, default=100, help="jobs in the crash stream (mixed kinds, tenants)")
     parser.add_argument("--stream-kills", type=int, default=3, help="controller kills during the crash stream")
     parser.add_argument("--ray-jobs", action="store_true",
                         help="every job runs as a Ray Job with its own driver (scheduler.small_jobs false)")
-    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite",
-                        help="the store: SQLite in the scratch dir, or a PostgreSQL 15 server started for the run "
-                             "(Debian's package, fsync on, a private socket)")
-    parser.add_argument("--skip", default="",
-                        help="comma list of phases to skip: concurrent,load,crash,stream,queue")
+    parser.add_argument("--database", default="sqlite",
+                        help="the store, or a comma list of stores run one after the other in this run: sqlite "
+                             "(a file in the scratch dir) or postgresql (a PostgreSQL 15 server started for the "
+                             "run: Debian's package, fsync on, a private socket)")
+    parser.add_argument("--skip", default="", help="comma list of phases to skip: " + ",".join(PHASES))
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
+    stores = args.database.split(",")
+    unknown = sorted(set(stores) - set(STORES)) + sorted(skip - set(PHASES))
+    if unknown:
+        parser.error(f"unknown store or phase {', '.join(unknown)}: stores are {', '.join(STORES)}, "
+                     f"phases {', '.join(PHASES)}")
     info = print_machine()
-    from ray.job_submission import JobSubmissionClient
-
-    result: dict[str, Any] = {"machine": info, "args": vars(args)}
-    server = start_postgres() if args.database == "postgresql" else None
-    with tempfile.TemporaryDirectory(prefix="cuberay-rel-", ignore_cleanup_errors=True) as tmp, \
-            contextlib.ExitStack() as stack:
-        if server is not None:
+    result: dict[str, Any] = {"machine": info, "args": vars(args), "stores": {}}
+    with contextlib.ExitStack() as stack:
+        server = None
+        if "postgresql" in stores:
+            server = start_postgres()
             stack.callback(server.stop)
-        scratch = Path(tmp)
-        with scratch_env(scratch, args.cpus):
-            database = server.fresh_url("bench") if server is not None else None
-            url = client.up(str(platform_file(scratch, small_jobs=not args.ray_jobs, database=database)))
-            try:
-                jobs = JobSubmissionClient(url)
-                if "concurrent" not in skip:
-                    result["concurrent"] = bench_concurrent(args.concurrent, not args.no_run, jobs,
-                                                            scratch / "storage")
-                    print("concurrent:", result["concurrent"], flush=True)
-                if "load" not in skip:
-                    result["load"] = bench_load(args.rate, args.load_s, drain=not args.no_run)
-                    print("load:", result["load"], flush=True)
-                if "crash" not in skip:
-                    result["crash"] = bench_crash(args.kills)
-                    print("crash:", result["crash"], flush=True)
-                if "stream" not in skip:
-                    result["stream"] = bench_stream(args.stream, args.stream_kills, jobs, scratch / "storage")
-                    print("stream:", result["stream"], flush=True)
-                if "queue" not in skip:
-                    result["queue"] = bench_queue(args.queued)
-                    print("queue:", result["queue"], flush=True)
-            finally:
-                client.down()
+        for store in stores:
+            print(f"== store: {store}", flush=True)
+            database = server.fresh_url("bench") if store == "postgresql" else None
+            result["stores"].setdefault(store, []).append(run_phases(args, skip, database))
     path = write_json("reliability", result)
-    rows = [{"phase": k, "figures": json.dumps(v)} for k, v in result.items() if k not in ("machine", "args")]
-    print("\n" + markdown(rows, ["phase", "figures"]) + f"\n\nwrote {path}")
+    rows = [{"store": store, "phase": phase, "figures": json.dumps(figures)}
+            for store, runs in result["stores"].items() for run in runs for phase, figures in run.items()]
+    print("\n" + markdown(rows, ["store", "phase", "figures"]) + f"\n\nwrote {path}")
     return 0
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import json
 
-from cuberay.platform.policy.autoscale import headroom, packed_nodes, parse_groups, scale_up_request, with_headroom
+from cuberay.platform.policy.autoscale import (
+    as_requested,
+    headroom,
+    packed_nodes,
+    parse_groups,
+    scale_up_request,
+    with_headroom,
+)
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.spec.resources import CPU, GPU, parse_worker
@@ -162,3 +169,25 @@ def test_reasons_say_asked_only_for_a_request_ray_took_and_never_stay_stale() ->
     asyncio.run(scaling.update(st, 1.0))
     scaling.explain(waits)
     assert waits["big"] == "gang of 3"  # not "asked" when the ask failed, nor the last tick's text kept
+
+
+def test_fractional_bundles_pack_on_as_few_nodes_in_rays_autoscaler_as_they_run_on() -> None:
+    """Ray's autoscaler packs a request with float subtraction (its own functions, used here): twenty 0.1-CPU
+    bundles fill a 2-CPU node in Ray's raylet and in the ledger, but not in its packing, which added a second
+    node for the last one (seen on a local tenant cluster). What cuberay sends packs twenty."""
+    from ray.autoscaler._private.resource_demand_scheduler import _fits, _inplace_subtract
+
+    def fitted(bundles: list[dict[str, float]]) -> int:
+        node, fits = {CPU: 2.0, "memory": 2.0 * 2**30}, 0
+        for bundle in bundles:
+            if _fits(node, bundle):
+                _inplace_subtract(node, bundle)
+                fits += 1
+        return fits
+
+    tenth = {CPU: 0.1, "memory": 100.0 * 2**20}
+    assert fitted([tenth] * 20) == 19  # Ray's own packing of the raw amounts
+    assert fitted([as_requested(tenth)] * 20) == 20
+    assert packed_nodes([tenth] * 20, {CPU: 2.0, "memory": 2.0 * 2**30}) == 1  # the reason's count: one new node
+    assert as_requested({CPU: 2.0, GPU: 1.0, "memory": 2.0**30}) == {CPU: 2.0, GPU: 1.0, "memory": 2.0**30}
+    assert fitted([as_requested({CPU: 0.1})] * 21) == 20  # and never one more than fits

@@ -43,7 +43,6 @@ from cuberay.platform.api.records import JobRecord
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control import ids
 from cuberay.platform.control import snapshot as snap
-from cuberay.platform.control.aio import wait_set
 from cuberay.platform.control.claims import Claims
 from cuberay.platform.control.cluster import Cluster, RayCluster
 from cuberay.platform.control.driver_api import DriverAPI
@@ -80,6 +79,7 @@ from cuberay.platform.spec import load_platform, load_spec
 log = logging.getLogger("cuberay.controller")
 
 RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the controller is the backstop
+NODES_FRESH_S = 0.25           # a tick reads Ray's nodes before deciding when its last read is older (1 ms)
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
@@ -131,7 +131,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.heap = HeapKeeper()  # keeps the cycle collector off a deep queue (control/heap.py)
         self.statistics = StatisticsKeeper(self.store)  # keeps the pages' query plans good (planner_stats.py)
         self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
-        self._apply_nodes(live_nodes(self.cluster.nodes()), time.time(), announce=False)
+        self._nodes_seen = time.time()  # when Ray's node list was last read
+        self._apply_nodes(live_nodes(self.cluster.nodes()), self._nodes_seen, announce=False)
         self._recover(time.time())
         self._publish()
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -192,20 +193,24 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
                 await self._tick()
             except Exception:  # noqa: BLE001 - one bad tick must not stop the platform
                 log.exception("cuberay controller tick failed")
-            await wait_set(self._wake, self.interval_s)  # never wait_for: it can swallow the loop's cancel
+            # Until woken, the interval ends, or a node a waiting gang asked for joins (never asyncio.wait_for: it
+            # can swallow the loop's cancel, control/aio.py).
+            await self.scaling.idle_wait(self._wake, self.interval_s, lambda: self.ledger.nodes)
             self._wake.clear()
 
     async def _tick(self) -> None:
         async with self._lock:
-            # Act on what woke us (a submit, a finish) before the slower refreshes of Ray's state:
-            # they take tens of milliseconds and the admission decision does not need them first.
+            # Act on what woke us (a submit, a finish) before the slower refreshes of Ray's state: they take tens
+            # of milliseconds and the admission decision does not need them first. The nodes it does, when the
+            # last look is old (after an idle wait): a node Ray's autoscaler removed meanwhile would get a gang.
+            if time.time() - self._nodes_seen > NODES_FRESH_S:
+                await self._refresh_nodes()
             self._cycle(time.time())
             # Ask at once to keep the nodes just admitted on: Ray's autoscaler may remove an idle node before the
             # gang's workers reach it, unless the request holds it (the drivers take seconds to start).
             await self.scaling.update(self.state, time.time())
             await self._start_drivers(time.time())
-            nodes = await asyncio.to_thread(self.cluster.nodes)
-            self._apply_nodes(live_nodes(nodes), time.time())
+            await self._refresh_nodes()
             await self._follow_drivers(time.time())
             await self._check_external(time.time())
             self._enforce_runtime(time.time())
@@ -228,6 +233,11 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
                                   self._ticks, previous=self.snapshot)
 
     # ------------------------------------------------------------------ nodes
+
+    async def _refresh_nodes(self) -> None:
+        nodes = await asyncio.to_thread(self.cluster.nodes)
+        self._nodes_seen = time.time()
+        self._apply_nodes(live_nodes(nodes), self._nodes_seen)
 
     def _apply_nodes(self, live: Mapping[str, Any], now: float, announce: bool = True) -> None:
         for node_id in [n for n in self.ledger.nodes if n not in live]:

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from typing import Any, Callable, Collection
 
-from cuberay.platform.policy.autoscale import ScaleUp, WorkerGroup, scale_up_request
+from cuberay.platform.control.aio import wait_set
+from cuberay.platform.control.nodes import live_nodes
+from cuberay.platform.policy.autoscale import ScaleUp, WorkerGroup, as_requested, scale_up_request
 from cuberay.platform.policy.cluster_state import ClusterState
 
 log = logging.getLogger(__name__)
+# While a gang waits for new nodes, how often the head looks for them between ticks (one read of Ray's node list,
+# about 1 ms): a node that joins wakes nothing, and the gang would wait out the rest of the cycle interval.
+NODE_POLL_S = 0.25
 
 
 class ScaleRequests:
@@ -32,7 +38,7 @@ class ScaleRequests:
         scale = scale_up_request(state, self.groups, now)
         if scale.bundles != self._sent:
             try:
-                await asyncio.to_thread(self.cluster.request_resources, [b for b, _ in scale.bundles],
+                await asyncio.to_thread(self.cluster.request_resources, [as_requested(b) for b, _ in scale.bundles],
                                         [s for _, s in scale.bundles])
             except Exception as err:  # a hint to the autoscaler: never let it stop the admission loop
                 log.warning("could not ask the autoscaler for nodes: %s", err)
@@ -40,6 +46,30 @@ class ScaleRequests:
                 return
             self._sent = scale.bundles
         self._asked = scale
+
+    @property
+    def awaiting_nodes(self) -> bool:
+        """Whether a waiting gang waits for new nodes asked of the autoscaler."""
+        return bool(self._asked.workers)
+
+    async def idle_wait(self, wake: asyncio.Event, interval_s: float, known: Callable[[], Collection[str]]) -> None:
+        """The admission loop's wait between ticks: until ``wake`` is set or ``interval_s`` passes, and, while a
+        gang waits for new nodes, until a node joins that is not in ``known()``."""
+        deadline = time.monotonic() + interval_s
+        while (left := deadline - time.monotonic()) > 0:
+            if not self.awaiting_nodes:
+                await wait_set(wake, left)
+                return
+            if await wait_set(wake, min(left, NODE_POLL_S)):
+                return
+            try:
+                nodes = await asyncio.to_thread(self.cluster.nodes)
+            except Exception as err:  # noqa: BLE001 - the next tick reads them again; wait as without a gang
+                log.warning("could not read Ray's nodes: %s", err)
+                await wait_set(wake, deadline - time.monotonic())
+                return
+            if set(live_nodes(nodes)) - set(known()):
+                return
 
     def explain(self, waits: dict[str, str]) -> None:
         """Each waiting gang's reason, with the new nodes asked for it (and no stale mention of them)."""

@@ -139,6 +139,18 @@ def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float)
     return ScaleUp(bundles, workers, {g: min(room[g], packed_nodes(b, shapes[g])) for g, b in new.items()})
 
 
+# Ray's autoscaler packs requested bundles onto a node by subtracting floats: twenty 0.1-CPU bundles leave
+# 0.0999999999999994 of a 2-CPU node for the last one, which then gets a second node (the raylet counts in fixed
+# point and runs all twenty on one; so does packed_nodes below). Sent a hair smaller, far below Ray's 0.0001
+# resource unit, fractional amounts pack as they run.
+PACKING_SLACK = 1e-9
+
+
+def as_requested(bundle: Mapping[str, float]) -> dict[str, float]:
+    """``bundle`` as sent to Ray's autoscaler: fractional amounts less PACKING_SLACK, whole ones as they are."""
+    return {k: v - PACKING_SLACK if v != int(v) else v for k, v in bundle.items()}
+
+
 def packed_nodes(bundles: list[dict[str, float]], shape: Mapping[str, float]) -> int:
     """How many nodes of ``shape`` hold ``bundles``, first fit largest first (how the autoscaler packs a
     request: it does not spread, so a spread gang's workers may share a new node)."""
