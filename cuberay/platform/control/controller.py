@@ -79,7 +79,7 @@ from cuberay.platform.spec import load_platform, load_spec
 log = logging.getLogger("cuberay.controller")
 
 RUNTIME_GRACE_S = 30.0         # the runner enforces max_runtime itself; the controller is the backstop
-NODES_FRESH_S = 0.25           # a tick reads Ray's nodes before deciding when its last read is older (1 ms)
+NODES_FRESH_S = 0.25           # a tick reads Ray's nodes before deciding when its last read is older
 _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNNING)
 
 
@@ -131,8 +131,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.heap = HeapKeeper()  # keeps the cycle collector off a deep queue (control/heap.py)
         self.statistics = StatisticsKeeper(self.store)  # keeps the pages' query plans good (planner_stats.py)
         self.snapshot = snap.Snapshot()  # what reads are served from (replaced whole after each tick)
-        self._nodes_seen = time.time()  # when Ray's node list was last read
-        self._apply_nodes(live_nodes(self.cluster.nodes()), self._nodes_seen, announce=False)
+        self._nodes_seen = time.monotonic()  # when Ray's node list was last read
+        self._apply_nodes(live_nodes(self.cluster.nodes()), time.time(), announce=False)
         self._recover(time.time())
         self._publish()
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -203,7 +203,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             # Act on what woke us (a submit, a finish) before the slower refreshes of Ray's state: they take tens
             # of milliseconds and the admission decision does not need them first. The nodes it does, when the
             # last look is old (after an idle wait): a node Ray's autoscaler removed meanwhile would get a gang.
-            if time.time() - self._nodes_seen > NODES_FRESH_S:
+            if time.monotonic() - self._nodes_seen > NODES_FRESH_S:
                 await self._refresh_nodes()
             self._cycle(time.time())
             # Ask at once to keep the nodes just admitted on: Ray's autoscaler may remove an idle node before the
@@ -236,8 +236,8 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
 
     async def _refresh_nodes(self) -> None:
         nodes = await asyncio.to_thread(self.cluster.nodes)
-        self._nodes_seen = time.time()
-        self._apply_nodes(live_nodes(nodes), self._nodes_seen)
+        self._nodes_seen = time.monotonic()
+        self._apply_nodes(live_nodes(nodes), time.time())
 
     def _apply_nodes(self, live: Mapping[str, Any], now: float, announce: bool = True) -> None:
         for node_id in [n for n in self.ledger.nodes if n not in live]:

@@ -25,6 +25,9 @@ EXTERNAL_TIMEOUT_S = 60.0      # an external driver polls every 1-2 s; this long
 EXTERNAL_CHECK_S = 5.0         # how often external drivers' Ray Jobs are looked up
 LOST_RETRIES = 3               # attempts beyond max_failures for a job whose driver's node went away
 LOST_EVENT = "driver_lost"     # the event recorded for each such attempt
+# Attempts that ended through no fault of their own spend none of max_failures: preempted (a reclaim, a higher
+# priority, the node lost, the platform stopped) or the driver gone with its node.
+NOT_FAILURES = ("preempted", LOST_EVENT)
 
 
 class Following:
@@ -88,7 +91,7 @@ class Following:
                 self._end(job_id, JobState.SUCCEEDED, rec.message or f"{what} succeeded", now)
             elif status == STOPPED:
                 self._end(job_id, JobState.CANCELLED, f"{what} was stopped outside cuberay", now)
-            elif status == LOST and self._lost_attempts(job_id) < LOST_RETRIES:
+            elif status == LOST and self._count(job_id, (LOST_EVENT,)) < LOST_RETRIES:
                 # Not the job's fault: its driver went with the node it ran on. Run it again as a new attempt,
                 # outside the spec's max_failures (a few times: a cluster that keeps losing it fails it).
                 reason = f"attempt {rec.attempts} lost its driver ({what}: its node went away); running it again"
@@ -105,16 +108,16 @@ class Following:
         # One budget, one owner: the kind says how many the controller retries (none where the workload retries
         # in place, as Ray Train does for a function-mode TrainJob).
         allowed = kinds.of(rec.kind).retries(load_spec(rec.spec))
-        failures = rec.attempts - self._lost_attempts(rec.id)  # an attempt that lost its driver did not fail
+        failures = rec.attempts - self._count(rec.id, NOT_FAILURES)
         if failures <= allowed:
             self._requeue(rec.id, f"attempt {rec.attempts} failed ({message}); retrying "
                                   f"({failures} of {allowed} allowed failures used)", now, preempted=False)
             return
         self._end(rec.id, JobState.FAILED, message, now)
 
-    def _lost_attempts(self, job_id: str) -> int:
-        """Attempts of the job whose driver went with its node (each recorded with a LOST_EVENT)."""
-        return sum(e.kind == LOST_EVENT for e in self.store.events(job_id, limit=None))
+    def _count(self, job_id: str, kinds: tuple[str, ...]) -> int:
+        """The job's events of these kinds: one per attempt that ended that way."""
+        return sum(e.kind in kinds for e in self.store.events(job_id, limit=None))
 
     async def _check_external(self, now: float) -> None:
         """External drivers that went silent, or whose Ray Job ended, have died: their jobs fail."""
