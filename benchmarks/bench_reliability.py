@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown, print_machine, write_json  # noqa: E402
+from bench_live import bench_overhead  # noqa: E402 (the live benchmark's part 2, on each store here)
 
 from cuberay.platform import client  # noqa: E402
 from cuberay.platform.demo import scratch_env  # noqa: E402
@@ -368,12 +369,6 @@ def run_phases(args: argparse.Namespace, skip: set[str], database: str | None) -
             finally:
                 client.down()
     return result
-
-
-def bench_overhead(probes: int) -> dict[str, Any]:
-    from bench_live import bench_overhead as overhead
-
-    return overhead(probes)
 
 
 def main(argv: list[str] | None = None) -> int:

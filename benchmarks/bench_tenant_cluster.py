@@ -146,18 +146,17 @@ def burst(client, ray, count: int, mix: str) -> dict:
         if all(r.state.is_terminal for r in records):
             break
         time.sleep(0.25)
-    states = [client.status(i).state.value for i in ids]
+    seconds = round(time.time() - t0, 1)
     decided = [e for e in autoscaler_events(t0) if e[1] == "decided"]
-    again = {i: [f"{e.time - t0:.1f} {e.kind}: {e.message}" for e in client.api().events(i)]
-             for i in ids if client.status(i).attempts > 1}
-    return {"mix": mix, "seconds": round(time.time() - t0, 1), "succeeded": states.count("SUCCEEDED"),
-            "gangs": count, "attempts": sum(client.status(i).attempts for i in ids), "peak_live_nodes": peak,
+    again = {r.id: [f"{e.time - t0:.1f} {e.kind}: {e.message}" for e in client.api().events(r.id)]
+             for r in records if r.attempts > 1}
+    return {"mix": mix, "seconds": seconds, "succeeded": sum(r.state.value == "SUCCEEDED" for r in records),
+            "gangs": count, "attempts": sum(r.attempts for r in records), "peak_live_nodes": peak,
             "started": {p: list(started.values()).count(p) for p in ("cpu", "gpu")},
             "used": {p: sum(1 for n, pool in started.items() if pool == p and n in used) for p in ("cpu", "gpu")},
             "autoscaler_added": {p: sum(e[2] for e in decided if e[3] == p) for p in ("cpu", "gpu")},
             "ran_again": again,
-            "not_succeeded": {i: f"{r.state.value}: {r.message}" for i in ids
-                              if (r := client.status(i)).state.value != "SUCCEEDED"}}
+            "not_succeeded": {r.id: f"{r.state.value}: {r.message}" for r in records if r.state.value != "SUCCEEDED"}}
 
 
 def idle_removal(ray, idle_s: float) -> float:

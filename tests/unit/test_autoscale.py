@@ -177,8 +177,10 @@ def test_fractional_bundles_pack_on_as_few_nodes_in_rays_autoscaler_as_they_run_
     node for the last one (seen on a local tenant cluster). What cuberay sends packs twenty."""
     from ray.autoscaler._private.resource_demand_scheduler import _fits, _inplace_subtract
 
+    node_shape = {CPU: 2.0, "memory": 2.0 * 2**30}
+
     def fitted(bundles: list[dict[str, float]]) -> int:
-        node, fits = {CPU: 2.0, "memory": 2.0 * 2**30}, 0
+        node, fits = dict(node_shape), 0
         for bundle in bundles:
             if _fits(node, bundle):
                 _inplace_subtract(node, bundle)
@@ -188,6 +190,6 @@ def test_fractional_bundles_pack_on_as_few_nodes_in_rays_autoscaler_as_they_run_
     tenth = {CPU: 0.1, "memory": 100.0 * 2**20}
     assert fitted([tenth] * 20) == 19  # Ray's own packing of the raw amounts
     assert fitted([as_requested(tenth)] * 20) == 20
-    assert packed_nodes([tenth] * 20, {CPU: 2.0, "memory": 2.0 * 2**30}) == 1  # the reason's count: one new node
+    assert packed_nodes([tenth] * 20, node_shape) == 1  # the reason's count: one new node
     assert as_requested({CPU: 2.0, GPU: 1.0, "memory": 2.0**30}) == {CPU: 2.0, GPU: 1.0, "memory": 2.0**30}
     assert fitted([as_requested({CPU: 0.1})] * 21) == 20  # and never one more than fits

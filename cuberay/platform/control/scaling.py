@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 NODE_POLL_S = 0.25
 POLL_SHARE = 0.1
 
+
 class ScaleRequests:
     """The autoscaler request of one controller (none when the head names no worker groups)."""
 
