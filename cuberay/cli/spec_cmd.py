@@ -144,6 +144,8 @@ def _record(doc: Any, file: str, plat: Platform | None, tenant: str | None, impo
     per_worker = format_resources(doc.worker_request().resources)
     where = f" in {resolved}" if resolved else f" in {doc.tenant}" if doc.tenant else ""
     summary = f"{doc.kind} {doc.name}{where}, {workers} workers x {per_worker}"
+    summary += "".join(f", {name} {count} x {format_resources(request.resources)}"
+                       for name, request, count, _ in doc.role_requests())
     return {"file": file, "kind": doc.kind, "name": doc.name, "tenant": doc.tenant, "workers": workers,
             "per_worker": per_worker, "summary": "; ".join([summary, *found]), "code": found}
 

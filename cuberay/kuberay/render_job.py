@@ -43,24 +43,28 @@ def _fits(worker: Any, share: PoolShare) -> int:
 
 
 def job_shares(platform: Any, tenant: Any, job: Any) -> list[PoolShare]:
-    """The ephemeral cluster's one worker group: the first pool a worker fits, sized for the gang.
+    """The ephemeral cluster's worker groups: for the workers, and for each role of a gang with roles, the first
+    pool where one member fits a node, sized for them; members of several roles on one pool add up.
 
     Raises:
-        AdmissionError: no pool of the tenant has a node that holds one worker.
+        AdmissionError: no pool of the tenant has room for the workers or for a role's members.
     """
-    worker = job.worker_request()
-    for share in tenant_shares(platform, tenant):
-        per_node = _fits(worker, share)
-        if per_node == 0:
-            continue
-        low = math.ceil(job.min_workers / per_node)
-        high = math.ceil(job.max_workers / per_node)
-        if high > share.pool.nodes:
-            continue
-        node = share.node
-        return [PoolShare(tenant.name, share.pool, node * low, node * high)]
-    raise AdmissionError(f"job {job.name!r}: no node pool of tenant {tenant.name!r} has nodes that hold its "
-                         f"gang ({job.max_workers} workers); lower the resources per worker or add a pool")
+    groups = [("workers", job.worker_request(), job.min_workers, job.max_workers)]
+    groups += [(f"roles.{name} members", request, count, count) for name, request, count, _ in job.role_requests()]
+    sized: dict[str, tuple[PoolShare, int, int]] = {}  # pool name -> (share, nodes at least, nodes at most)
+    for what, worker, least, most in groups:
+        for share in tenant_shares(platform, tenant):
+            per_node = _fits(worker, share)
+            _, low, high = sized.get(share.pool.name, (share, 0, 0))
+            if per_node == 0 or high + math.ceil(most / per_node) > share.pool.nodes:
+                continue
+            sized[share.pool.name] = (share, low + math.ceil(least / per_node), high + math.ceil(most / per_node))
+            break
+        else:
+            raise AdmissionError(f"job {job.name!r}: no node pool of tenant {tenant.name!r} has nodes that hold its "
+                                 f"{what} ({most}); lower the resources per member or add a pool")
+    return [PoolShare(tenant.name, share.pool, share.node * low, share.node * high)
+            for share, low, high in sized.values()]
 
 
 def _job_configmap(platform: Any, tenant: Any, job: Any, shares: list[PoolShare], name: str) -> Manifest:

@@ -106,12 +106,13 @@ def topology_env(*, rank: int, world_size: int, master_addr: str, master_port: i
 def worker_env(*, rank: int, world_size: int, master_addr: str, master_port: int,
                hosts: list[str], gpus_per_worker: float, job: JobIdentity,
                node_id: str = "", endpoints: list[str] | None = None,
-               coordinator_port: int | None = None) -> dict[str, str]:
+               coordinator_port: int | None = None, tasks: list[tuple[str, int]] | None = None) -> dict[str, str]:
     """Every name cuberay sets for one worker (layer them with :func:`compose_env`).
 
     ``endpoints[i]`` is worker i's own ``ip:port`` (TensorFlow's and Paddle's peers) and
     ``coordinator_port`` JAX's on worker 0. The other frameworks' names come only with ``endpoints``
-    (a command gang): a small job's one process keeps a ``TF_CONFIG`` of its own.
+    (a command gang): a small job's one process keeps a ``TF_CONFIG`` of its own. ``tasks`` are a gang with
+    roles' TensorFlow task types (:func:`cuberay.runtime.framework_env.tf_config`).
     """
     env = dict(SOFT_DEFAULTS)
     env.update(identity_env(job))
@@ -125,7 +126,7 @@ def worker_env(*, rank: int, world_size: int, master_addr: str, master_port: int
     if endpoints is not None:
         env.update(framework_env(rank=rank, endpoints=endpoints, master_addr=master_addr,
                                  master_port=master_port, coordinator_port=coordinator_port or master_port,
-                                 gpu_num=gpu_num(gpus_per_worker)))
+                                 gpu_num=gpu_num(gpus_per_worker), tasks=tasks))
     return env
 
 

@@ -7,7 +7,9 @@ script runs unchanged.
 
 - ``TF_CONFIG`` (TensorFlow's multi-worker strategies): every worker is a ``worker`` task, index =
   rank, the cluster lists each worker's own ``ip:port`` (its ``endpoint``); worker 0 acts as chief,
-  as ``MultiWorkerMirroredStrategy`` assumes when there is no chief task.
+  as ``MultiWorkerMirroredStrategy`` assumes when there is no chief task. A gang with roles (``tasks``:
+  each member's task type and index, as TFJob's replica types) lists each type's endpoints under its
+  name; an ``evaluator`` is left out of the cluster, as TensorFlow expects, and only told its own task.
 - JAX: ``JAX_COORDINATOR_ADDRESS`` is read by ``jax.distributed.initialize()`` itself; the process
   count and id are not (JAX only auto-detects SLURM, MPI and TPU clusters), so a script passes
   ``num_processes=int(os.environ["JAX_NUM_PROCESSES"])`` and ``process_id=int(os.environ["JAX_PROCESS_ID"])``.
@@ -31,14 +33,20 @@ FRAMEWORK_NAMES = frozenset({
 })
 
 
-def tf_config(rank: int, endpoints: list[str]) -> str:
-    """``TF_CONFIG`` for worker ``rank`` of a gang whose workers listen on ``endpoints``."""
-    return json.dumps({"cluster": {"worker": list(endpoints)}, "task": {"type": "worker", "index": rank}},
-                      separators=(",", ":"))
+def tf_config(rank: int, endpoints: list[str], tasks: list[tuple[str, int]] | None = None) -> str:
+    """``TF_CONFIG`` for member ``rank`` of a gang whose members listen on ``endpoints``; ``tasks[i]`` is member
+    i's (task type, index), None: every member a worker, index = rank."""
+    tasks = tasks or [("worker", i) for i in range(len(endpoints))]
+    cluster: dict[str, list[str]] = {}
+    for (kind, _), endpoint in sorted(zip(tasks, endpoints), key=lambda pair: pair[0]):
+        if kind != "evaluator":
+            cluster.setdefault(kind, []).append(endpoint)
+    kind, index = tasks[rank]
+    return json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}, separators=(",", ":"))
 
 
 def framework_env(*, rank: int, endpoints: list[str], master_addr: str, master_port: int,
-                  coordinator_port: int, gpu_num: int) -> dict[str, str]:
+                  coordinator_port: int, gpu_num: int, tasks: list[tuple[str, int]] | None = None) -> dict[str, str]:
     """Every name of :data:`FRAMEWORK_NAMES` for worker ``rank``; ``endpoints[i]`` is worker i's ``ip:port``.
 
     ``coordinator_port`` is JAX's coordinator on worker 0's node, apart from ``master_port`` so a
@@ -48,7 +56,7 @@ def framework_env(*, rank: int, endpoints: list[str], master_addr: str, master_p
     if not 0 <= rank < world:
         raise ValueError(f"rank {rank} is outside a world of {world} endpoints")
     return {
-        "TF_CONFIG": tf_config(rank, endpoints),
+        "TF_CONFIG": tf_config(rank, endpoints, tasks),
         "JAX_COORDINATOR_ADDRESS": f"{master_addr}:{coordinator_port}",
         "JAX_NUM_PROCESSES": str(world),
         "JAX_PROCESS_ID": str(rank),

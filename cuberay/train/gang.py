@@ -133,7 +133,8 @@ class GangWorker:
 def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, float],
                      env: dict[str, str], job: JobIdentity, working_dir: str | None = None,
                      timeout_s: float | None = None, out: IO[str] | None = None,
-                     rdma_fabric: str | None = None, mpi_slots: int | None = None) -> int:
+                     rdma_fabric: str | None = None, mpi_slots: int | None = None,
+                     roles: list[tuple[str, int, dict[str, float]]] | None = None) -> int:
     """Run ``command`` on one worker per node of ``node_ids``; return the gang's exit code.
 
     0 when every worker exits 0; the first non-zero exit code otherwise (the
@@ -145,20 +146,26 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
     With ``mpi_slots`` only worker 0 runs ``command`` (an ``mpirun`` line), with a
     hostfile of every worker at ``mpi_slots`` slots each; the others start mpirun's
     daemons when it asks (:mod:`cuberay.train.mpi`), and the gang ends with worker 0.
+
+    With ``roles`` (a gang with roles: member i's TensorFlow task type, index and bundle, one per node id) each
+    member reserves its own bundle and reads its task in ``TF_CONFIG``; the gang ends when its chief exits (or,
+    without a chief, when every worker has), stopping the members that serve until then (parameter servers).
     """
     out = sys.stdout if out is None else out
     if not node_ids:
         raise ValueError("run_command_gang needs at least one node id (one per worker)")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    pg = _reserve(node_ids, bundle)
+    bundles = [dict(b) for _, _, b in roles] if roles else [bundle] * len(node_ids)
+    tasks = [(kind, index) for kind, index, _ in roles] if roles else None
+    pg = _reserve(node_ids, bundles)
     workers: list[ray.actor.ActorHandle] = []
     try:
         if not _wait_ready(pg, len(node_ids), deadline, out):
             return _say(out, EXIT_TIMEOUT, f"gang: timed out after {timeout_s}s waiting for "
                         f"the reservation; giving up")
         names = mpi.host_names(f"cuberay-{secrets.token_hex(4)}", len(node_ids)) if mpi_slots else None
-        workers = [_spawn(pg, i, bundle, names[i] if names else None) for i in range(len(node_ids))]
-        envs, nodes = _worker_envs(workers, bundle, job, env, rdma_fabric)
+        workers = [_spawn(pg, i, bundles[i], names[i] if names else None) for i in range(len(node_ids))]
+        envs, nodes = _worker_envs(workers, bundles, job, env, rdma_fabric, tasks)
         try:
             if names and mpi_slots:
                 watched = _start_mpi(workers, envs, nodes, names, mpi_slots, command, env, working_dir, out)
@@ -170,7 +177,7 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
         except ray.exceptions.RayTaskError as err:
             return _say(out, EXIT_CANNOT_START, f"gang: a worker could not start the command: "
                         f"{err.cause!r}; check working_dir {working_dir!r} exists on every node")
-        code = _stream(watched, deadline, out)
+        code = _stream(watched, deadline, out, tasks)
         # Under MPI the ranks run under the daemons, outside worker 0's command: its peaks would be mpirun's
         # alone and would shrink the job's corrected request, so an MPI run reports none.
         if code == 0 and not mpi_slots:
@@ -201,10 +208,10 @@ def _usable(bundle: Mapping[str, float]) -> dict[str, float]:
     return resources
 
 
-def _reserve(node_ids: list[str], bundle: Mapping[str, float]) -> PlacementGroup:
+def _reserve(node_ids: list[str], bundles: list[Mapping[str, float]]) -> PlacementGroup:
     # PACK is only a tie-breaker here: every bundle is pinned to its node by label.
     return placement_group(
-        [_usable(bundle)] * len(node_ids), strategy="PACK",
+        [_usable(bundle) for bundle in bundles], strategy="PACK",
         bundle_label_selector=[{"ray.io/node-id": node_id} for node_id in node_ids],
     )
 
@@ -239,32 +246,36 @@ def _spawn(pg: PlacementGroup, index: int, bundle: Mapping[str, float],
     ).remote(name or "")
 
 
-def _worker_envs(workers: list[ray.actor.ActorHandle], bundle: Mapping[str, float], job: JobIdentity,
-                 user: Mapping[str, str] | None = None,
-                 rdma_fabric: str | None = None) -> tuple[list[dict[str, str]], list[tuple]]:
+def _worker_envs(workers: list[ray.actor.ActorHandle], bundles: list[Mapping[str, float]], job: JobIdentity,
+                 user: Mapping[str, str] | None = None, rdma_fabric: str | None = None,
+                 tasks: list[tuple[str, int]] | None = None) -> tuple[list[dict[str, str]], list[tuple]]:
     """Rank i's env and node; MASTER is rank 0's node IP and a port free there, JAX's coordinator another;
     each worker's own endpoint (TensorFlow's, Paddle's) a port free on its node; NCCL's from each node."""
     nodes = ray.get([w.node.remote() for w in workers])
     ports = ray.get([w.free_ports.remote(3 if i == 0 else 1) for i, w in enumerate(workers)])
-    use_rdma = float(bundle.get("rdma", 0)) > 0
-    nccls = ray.get([w.nccl_env.remote(use_rdma, rdma_fabric, dict(user or {})) for w in workers])
+    nccls = ray.get([w.nccl_env.remote(float(b.get("rdma", 0)) > 0, rdma_fabric, dict(user or {}))
+                     for w, b in zip(workers, bundles)])
     hosts = [node[1] for node in nodes]
     endpoints = [f"{host}:{mine[-1]}" for host, mine in zip(hosts, ports)]
     master_port, coordinator_port = ports[0][0], ports[0][1]
     envs = [
         {**nccl_names, **worker_env(rank=i, world_size=len(workers), master_addr=hosts[0], master_port=master_port,
                                     hosts=hosts, gpus_per_worker=float(bundle.get("GPU", 0)), job=job,
-                                    node_id=node[0], endpoints=endpoints, coordinator_port=coordinator_port)}
-        for i, (node, nccl_names) in enumerate(zip(nodes, nccls))
+                                    node_id=node[0], endpoints=endpoints, coordinator_port=coordinator_port,
+                                    tasks=tasks)}
+        for i, (node, nccl_names, bundle) in enumerate(zip(nodes, nccls, bundles))
     ]
     return envs, nodes
 
 
-def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: IO[str]) -> int:
-    """Relay output until all exit 0, one fails, or time runs out."""
+def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: IO[str],
+            tasks: list[tuple[str, int]] | None = None) -> int:
+    """Relay output until all exit 0 (with roles: the chief, or else every worker), one fails, or time runs out."""
+    labels = [f"{kind} {index}" for kind, index in tasks] if tasks else [f"worker {i}" for i in range(len(workers))]
+    ending = _ending(tasks) if tasks else set(range(len(workers)))
     pending = {w.poll.remote(POLL_S): i for i, w in enumerate(workers)}
     transport: str | None = None
-    while pending:
+    while ending:
         wait_s = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
         if wait_s <= 0:
             return _say(out, EXIT_TIMEOUT, "gang: timed out; stopping every worker")
@@ -274,19 +285,29 @@ def _stream(workers: list[ray.actor.ActorHandle], deadline: float | None, out: I
             try:
                 lines, code = ray.get(ref)
             except ray.exceptions.RayActorError as err:
-                return _say(out, EXIT_WORKER_LOST, f"gang: worker {rank} was lost ({err}); "
+                return _say(out, EXIT_WORKER_LOST, f"gang: {labels[rank]} was lost ({err}); "
                             f"stopping the gang")
             for line in lines:
-                out.write(f"[worker {rank}] {line}\n")
+                out.write(f"[{labels[rank]}] {line}\n")
             if transport is None and (transport := nccl.parse_transport(lines)):
                 out.write(f"gang: NCCL transport: {transport}\n")
             out.flush()
             if code is None:
                 pending[workers[rank].poll.remote(POLL_S)] = rank
             elif code != 0:
-                return _say(out, code, f"gang: worker {rank} exited with code {code}; "
+                return _say(out, code, f"gang: {labels[rank]} exited with code {code}; "
                             f"stopping the gang")
+            else:
+                ending.discard(rank)
+    if tasks:
+        return _say(out, 0, f"gang: {' and '.join(labels[i] for i in _ending(tasks))} exited 0; stopping the rest")
     return _say(out, 0, f"gang: all {len(workers)} workers exited 0" if len(workers) > 1 else "gang: worker 0 exited 0")
+
+
+def _ending(tasks: list[tuple[str, int]]) -> set[int]:
+    """The members whose exit ends a gang with roles: its chief, or else its workers (TFJob's success policy)."""
+    chief = {i for i, (kind, _) in enumerate(tasks) if kind == "chief"}
+    return chief or {i for i, (kind, _) in enumerate(tasks) if kind == "worker"}
 
 
 def _report_usage(workers: list[ray.actor.ActorHandle], job: JobIdentity) -> None:

@@ -4,7 +4,8 @@ Function mode under Ray Train's own trainers (TensorFlow, XGBoost, LightGBM) tra
 TensorFlow and XGBoost runs also lose a worker after their first checkpoint and resume from it. Command
 mode: an mpi4py allreduce of 4 ranks launched by mpirun on 2 Ray nodes, each rank started by cuberay's
 agent on its admitted node; a JAX cross-process sum; Paddle's and the RDMA guide's names, consistent
-across ranks.
+across ranks; TensorFlow's parameter-server training from a script that reads only TF_CONFIG, its parameter
+server on the CPU node its role's node_selector names.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 from cuberay.platform import client
 from cuberay.platform.policy.states import JobState
 from tests.integration.test_train_recovery import FINAL, kill_one_worker_after_a_checkpoint, train_workers
+from tests.support import wait_for
 
 FRAMEWORKS = Path(__file__).resolve().parents[2] / "configs" / "frameworks"
 MPI_OK = re.compile(r"mpi allreduce ok rank=(\d+) size=(\d+) sum=(\d+) node=(\w+) agent=(\S+) gang_rank=-")
@@ -38,7 +40,8 @@ def example(name: str, **spec: Any) -> dict[str, Any]:
     name, ``spec`` merged in."""
     doc = yaml.safe_load((FRAMEWORKS / name).read_text())
     doc["metadata"].update(name=f"{doc['metadata']['name']}-{uuid.uuid4().hex[:4]}", tenant="a")
-    doc["spec"]["resources"].pop("memory", None)
+    for holder in [doc["spec"], *doc["spec"].get("roles", {}).values()]:
+        holder.get("resources", {}).pop("memory", None)
     doc["spec"].update(spec)
     return doc
 
@@ -141,3 +144,37 @@ def test_paddle_and_mlp_names_agree_across_ranks(platform, job_client) -> None:
         assert pid == role == rank == str(worker) and num == mlp_num == world == "3"
         assert current == listed[worker] and current.split(":")[0] != ""
         assert gpu == gpus == "0" and f"{host0}:{port0}" == master
+
+
+PS_SERVING = re.compile(r"\[ps 0\] ps 0 serving on \S+ node=(\w+)")
+PS_DONE = re.compile(r"\[chief 0\] ps training done accuracy=([\d.]+)")
+CPU_POOL = {"cuberay.io/pool": "cpu"}
+
+
+def _cpu_pool_nodes() -> list[str]:
+    import ray
+
+    return [n["NodeID"] for n in ray.nodes() if n["Alive"] and (n.get("Labels") or {}).get("cuberay.io/pool") == "cpu"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_parameter_server_roles_train_with_the_ps_on_the_cpu_node_its_role_names(platform, ray_cluster,
+                                                                                 job_client) -> None:
+    node = ray_cluster.cluster.add_node(num_cpus=2, memory=4 * 2**30, labels=CPU_POOL, wait=False)
+    try:
+        (cpu_node,) = wait_for(_cpu_pool_nodes, 120, "the CPU pool's node to join")
+        wait_for(lambda: any(n.get("node_id") == cpu_node for n in client.api().nodes()), 30,
+                 "the controller to see the CPU pool's node")
+        _, logs = run_to_end(example("train-tensorflow-ps.yaml"), job_client)
+    finally:
+        ray_cluster.cluster.remove_node(node)
+        wait_for(lambda: not _cpu_pool_nodes(), 90, "the CPU pool's node to leave")
+    # Members in admission's order: the two workers, the chief, the parameter server.
+    workers_a, workers_b, chief, ps = reserved_nodes(logs)
+    assert ps == cpu_node and PS_SERVING.findall(logs) == [cpu_node], logs[-3000:]
+    assert workers_a == workers_b and workers_a in ray_cluster.worker_node_ids  # packed on one GPU node
+    assert "[chief 0] chief: variables on /job:ps/replica:0/task:0" in logs
+    (accuracy,) = PS_DONE.findall(logs)
+    assert float(accuracy) >= 0.85
+    assert "gang: chief 0 exited 0; stopping the rest" in logs

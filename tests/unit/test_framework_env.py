@@ -85,3 +85,13 @@ def test_ids_agree_with_rank_for_every_rank(world: int, data: st.DataObject) -> 
 def test_a_rank_outside_the_endpoints_is_refused() -> None:
     with pytest.raises(ValueError, match="outside"):
         framework_env(rank=2, endpoints=["a:1", "b:1"], master_addr="a", master_port=1, coordinator_port=2, gpu_num=0)
+
+
+def test_tf_config_with_roles_lists_each_role_and_leaves_the_evaluator_out_of_the_cluster() -> None:
+    tasks = [("worker", 0), ("worker", 1), ("chief", 0), ("ps", 0), ("ps", 1), ("evaluator", 0)]
+    endpoints = [f"10.0.0.{i}:2222" for i in range(6)]
+    configs = [json.loads(framework_env(rank=i, endpoints=endpoints, master_addr="10.0.0.0", master_port=1,
+                                        coordinator_port=2, gpu_num=0, tasks=tasks)["TF_CONFIG"]) for i in range(6)]
+    assert all(c["cluster"] == configs[0]["cluster"] for c in configs)  # one cluster, as every member sees it
+    assert configs[0]["cluster"] == {"worker": endpoints[:2], "chief": [endpoints[2]], "ps": endpoints[3:5]}
+    assert [(c["task"]["type"], c["task"]["index"]) for c in configs] == tasks

@@ -44,6 +44,13 @@ def test_the_schema_lists_every_framework_and_describes_mpi() -> None:
     ({"command": "mpirun x", "mpi": {"slots_per_worker": 0}}, ["spec.mpi.slots_per_worker", "1"]),
     ({"command": "python x.py", "backend": "xgboost"}, ["spec.backend", "function mode"]),
     ({"entrypoint": "m:f", "backend": "xgboost", "deepspeed": {}}, ["backend is xgboost", "deepspeed"]),
+    ({"command": "python ps.py", "roles": {"worker": {"workers": 2}}}, ["spec.roles.worker", "spec.workers"]),
+    ({"command": "python ps.py", "roles": {"ps": {}}}, ["spec.roles.chief", "add roles.chief"]),
+    ({"command": "python ps.py", "roles": {"chief": {"workers": 2}}}, ["spec.roles.chief.workers", "to 1"]),
+    ({"command": "python ps.py", "roles": {"server": {}}}, ["spec.roles", "server", "chief"]),
+    ({"entrypoint": "m:f", "roles": {"chief": {}}}, ["spec.roles", "command mode"]),
+    ({"command": "python ps.py", "workers": {"min": 1, "max": 2}, "roles": {"chief": {}}},
+     ["spec.workers", "fixed size"]),
 ])
 def test_bad_framework_input_names_the_field_and_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          spec: dict, words: list[str]) -> None:
@@ -72,6 +79,43 @@ def test_the_framework_examples_cover_every_new_framework() -> None:
     commands = " ".join(j.spec.command for j in jobs if j.spec.command)
     assert "mpirun" in commands and "jax_collective" in commands and "PADDLE_TRAINER_ENDPOINTS" in commands
     assert [j.spec.mpi.slots_per_worker for j in jobs if j.spec.mpi] == [2]
+    assert [sorted(j.spec.roles) for j in jobs if j.spec.roles] == [["chief", "ps"]]
+
+
+def test_the_schema_describes_roles_each_with_its_own_size_resources_and_placement() -> None:
+    defs = job_schema()["$defs"]
+    roles = defs["TrainSpec"]["properties"]["roles"]
+    assert "TF_CONFIG" in roles["description"] and "chief" in roles["description"]
+    assert set(roles["propertyNames"]["enum"]) == {"chief", "ps", "evaluator"}
+    role = defs["Role"]["properties"]
+    assert set(role) == {"workers", "resources", "placement", "node_selector"}
+    assert all(field.get("description") for field in role.values())
+
+
+def test_a_role_that_fits_no_pool_is_refused_naming_the_role(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # configs/platform.yaml's CPU nodes have 2 cores: a parameter server of 3 fits none of them.
+    path = spec_file(tmp_path, command="python ps.py", workers=1, resources={"cpu": "0.5"},
+                     roles={"chief": {"resources": {"cpu": "0.5"}},
+                            "ps": {"resources": {"cpu": "3"}, "node_selector": {"cuberay.io/pool": "cpu"}}})
+    assert main(["spec", "validate", str(path), "--platform", PLATFORM, "--tenant", "vision"]) == 3
+    err = capsys.readouterr().err
+    assert "spec.roles.ps" in err and "3" in err, err
+    # Over the tenant's max, the refusal counts the roles.
+    path = spec_file(tmp_path, command="python ps.py", resources={"cpu": "0.5"},
+                     roles={"chief": {"resources": {"cpu": "0.5"}}, "ps": {"resources": {"cpu": "3"}}})
+    assert main(["spec", "validate", str(path), "--platform", PLATFORM, "--tenant", "vision"]) == 3
+    err = capsys.readouterr().err
+    assert "asks 2 x 0.5 + 3.5 for its roles = 4.5" in err, err
+
+
+def test_a_gang_with_roles_renders_a_worker_group_for_each_pool_its_roles_need(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kube", "render-job", str(FRAMEWORKS / "train-tensorflow-ps.yaml"), "--platform", PLATFORM,
+                 "-o", "yaml"]) == 0
+    rayjob = list(yaml.safe_load_all(capsys.readouterr().out))[-1]
+    groups = {g["groupName"]: g["replicas"] for g in rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]}
+    assert groups == {"gpu": 1, "cpu": 2}  # the workers on the GPU node; the chief and the ps one CPU node each
 
 
 def test_a_framework_not_installed_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.api.records import JobIdentity, JobRecord, TenantUsage
 from cuberay.platform.policy.admission import ClusterState
 from cuberay.platform.policy.fit import locality
-from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.queue import JobRequest, RoleGroup
 from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import Job, Platform, Tenant
@@ -82,9 +82,12 @@ def job_request(job_id: str, job: Job, tenant: Tenant, submit_time: float, user:
                 attained_gpu_s: float = 0.0) -> JobRequest:
     """The scheduler's view of a job: gang of min_workers, growing to max_workers when elastic."""
     elastic, kind = job.max_workers > job.min_workers, kinds.of(job.kind)
+    pools = None if tenant.pools is None else tuple(tenant.pools)
+    roles = tuple(RoleGroup(name, confine_to_pools(request, pools), count, placement)
+                  for name, request, count, placement in job.role_requests())
     return JobRequest(
-        id=job_id, tenant=tenant.name, workers=job.min_workers,
-        worker=confine_to_pools(job.worker_request(), None if tenant.pools is None else tuple(tenant.pools)),
+        id=job_id, tenant=tenant.name, workers=job.min_workers, roles=roles,
+        worker=confine_to_pools(job.worker_request(), pools),
         max_workers=job.max_workers if elastic else None, placement=job.spec.placement,
         priority=job.effective_priority(tenant), submit_time=submit_time,
         attained_gpu_s=attained_gpu_s, max_runtime_s=job.max_runtime_s, service=kind.service,

@@ -94,7 +94,7 @@ class ForeignUsage:
         for alloc in self.ledger.allocations.values():
             for slot in alloc.slots:
                 mine = per_node.setdefault(slot.node_id, {})
-                for k, v in alloc.request.resources.items():
+                for k, v in alloc.request_of(slot).resources.items():
                     mine[k] = mine.get(k, 0.0) + v
         return per_node
 

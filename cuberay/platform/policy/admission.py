@@ -38,6 +38,7 @@ from cuberay.platform.policy.decisions import (
     Reserve,
     Resize,
 )
+from cuberay.platform.policy.gang_roles import place_roles
 from cuberay.platform.policy.ledger import Allocation, Ledger
 from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.preemption import EPS as _EPS
@@ -59,7 +60,7 @@ class _Checkout:
         self._undo: list[tuple[str, object]] = []
 
     def allocate(self, job: JobRequest, node_ids: list[str]) -> None:
-        self.ledger.allocate(job.id, job.worker, node_ids)
+        self.ledger.allocate(job.id, job.worker, node_ids, roles=job.member_requests(0))
         self._undo.append(("release", job.id))
 
     def release(self, job_id: str) -> Allocation | None:
@@ -301,7 +302,8 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
             found = place(nodes, job.worker, job.max_workers, job.placement, reserved=reserved, near=near)
             if found:
                 return found
-        return place(nodes, job.worker, job.workers, job.placement, reserved=reserved, near=job.topology)
+        found = place(nodes, job.worker, job.workers, job.placement, reserved=reserved, near=job.topology)
+        return place_roles(self.s.ledger, job, found, reserved) if found and job.roles else found
 
     def _held(self, reserved: dict[str, dict[str, float]]) -> dict[str, float]:
         """``held_now`` of the reservation, recomputed only after the ledger changed (blocked jobs ask often)."""
@@ -322,7 +324,7 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
     def _admit(self, job: JobRequest, nodes: list[str], reason: str) -> None:
         self.co.allocate(job, nodes)
         self.admitted += 1
-        add_amounts(self.usage.setdefault(job.tenant, {}), job.worker.resources * len(nodes), 1.0)
+        add_amounts(self.usage.setdefault(job.tenant, {}), job.total_for(len(nodes) - job.role_members), 1.0)
         self._shares.pop(job.tenant, None)
         holder = self.reservation is not None and self.reservation.job_id == job.id
         overdue = self.p.overdue_after_s is not None and self._overdue(job)

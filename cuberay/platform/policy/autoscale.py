@@ -106,7 +106,7 @@ def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float)
     a node a gang was just admitted on before its workers start), plus what only headroom would fit."""
     if not groups:
         return ScaleUp()
-    held: list[Bundle] = [(alloc.request.to_ray(), {NODE_ID: slot.node_id})
+    held: list[Bundle] = [(alloc.request_of(slot).to_ray(), {NODE_ID: slot.node_id})
                           for job_id, alloc in state.ledger.allocations.items() if job_id in state.running
                           for slot in alloc.slots]  # cuberay's own jobs: what other Ray work holds is not ours
     if not len(state.queue):
@@ -126,12 +126,12 @@ def scale_up_request(state: ClusterState, groups: list[WorkerGroup], now: float)
         job = state.queue.get(d.job_id)
         if job is None:
             continue
-        for node_id in d.node_ids:
+        for node_id, member in zip(d.node_ids, job.member_requests(len(d.node_ids) - job.role_members)):
             group = extra.get(node_id)
             # a new node by its pool; a worker the what-if put on a node that exists, on that node
-            bundles.append((job.worker.to_ray(), {LABEL_POOL: group.pool} if group else {NODE_ID: node_id}))
+            bundles.append((member.to_ray(), {LABEL_POOL: group.pool} if group else {NODE_ID: node_id}))
             if group:
-                new.setdefault(group.group, []).append(job.worker.to_ray())
+                new.setdefault(group.group, []).append(member.to_ray())
                 mine = workers.setdefault(d.job_id, {})
                 mine[group.group] = mine.get(group.group, 0) + 1
     room = {g.group: sum(1 for e in extra.values() if e.group == g.group) for g in groups}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from cuberay.platform.policy.decisions import Admit, Decision, Preempt, Reject, Reserve, Resize
+from cuberay.platform.policy.gang_roles import could_ever_place
 from cuberay.platform.policy.ledger import Allocation, Ledger
 from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.queue import JobQueue, JobRequest
@@ -72,13 +73,16 @@ class ClusterState:
         if quota is None:
             known = ", ".join(sorted(self.tenants)) or "none"
             return f"unknown tenant {job.tenant!r}; known tenants: {known}. Set metadata.tenant or --tenant"
-        over = quota_exceeded(job.tenant, quota.max, job.worker.resources, job.workers)
+        over = quota_exceeded(job.tenant, quota.max, job.worker.resources, job.workers,
+                              job.total_for(0) if job.roles else None)
         if over:
             return over
         topo = self.ledger.topology
         if job.topology is not None and topo.depth(job.topology.level) is None:
             return (f"topology level {job.topology.level!r} is not one of this platform's levels "
                     f"({', '.join(topo.names)}); fix spec.topology")
+        if job.roles:
+            return self._roles_could_ever_place(job)
         if not self._could_ever_place(job):
             return why_not(self.ledger.nodes.values(), job.worker, job.workers, job.placement, near=job.topology,
                            topology=topo)
@@ -93,6 +97,12 @@ class ClusterState:
                            near=job.topology, topology=self.ledger.topology)
             hit = self.ledger.cache[key] = placed is not None
         return bool(hit)
+
+    def _roles_could_ever_place(self, job: JobRequest) -> str | None:
+        key = ("ever-roles", job.shape)
+        if key not in self.ledger.cache:
+            self.ledger.cache[key] = could_ever_place(self.ledger.nodes.values(), job, self.ledger)
+        return self.ledger.cache[key]  # type: ignore[return-value]
 
     def submit(self, job: JobRequest) -> Reject | None:
         """Queue ``job``, or reject it at once with the reason if it can never run."""
@@ -126,7 +136,7 @@ class ClusterState:
 
     def start(self, job_id: str, node_ids: Iterable[str], now: float, *, protected: bool = False) -> RunningJob:
         job = self.queue.remove(job_id)
-        alloc = self.ledger.allocate(job.id, job.worker, node_ids)
+        alloc = self.ledger.allocate(job.id, job.worker, node_ids, roles=job.member_requests(0))
         run = self.running[job.id] = RunningJob(job, alloc, now, protected=protected)
         self.set_band_flip(run)
         self.running_by_tenant.setdefault(job.tenant, {})[job.id] = run

@@ -13,8 +13,10 @@ from dataclasses import replace
 from typing import Iterable, Sequence
 
 from cuberay.errors import AdmissionError, SpecError
+from cuberay.platform.policy.gang_roles import could_ever_place
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import place
+from cuberay.platform.policy.queue import JobRequest, RoleGroup
 from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named, quota_exceeded
 from cuberay.platform.policy.topology import Locality, Topology
 from cuberay.platform.policy.unplaceable import why_not
@@ -86,8 +88,17 @@ def platform_policy(platform: Platform) -> Policy:
 
 def quota_problem(job: Job, tenant: Tenant) -> str | None:
     """Why ``job``'s smallest gang exceeds ``tenant``'s max quota, or None if it fits."""
-    problem = quota_exceeded(tenant.name, tenant.max_resources(), job.worker_request().resources, job.min_workers)
+    roles = gang(job).total_for(0) if job.role_requests() else None
+    problem = quota_exceeded(tenant.name, tenant.max_resources(), job.worker_request().resources, job.min_workers,
+                             roles)
     return None if problem is None else f"spec.workers: {problem}"
+
+
+def gang(job: Job, job_id: str = "") -> JobRequest:
+    """The scheduler's view of ``job``'s smallest gang (its roles included), for the checks before submit."""
+    roles = tuple(RoleGroup(*role) for role in job.role_requests())
+    return JobRequest(job_id, job.tenant or "", job.worker_request(), job.min_workers, job.spec.placement,
+                      topology=locality(job), roles=roles)
 
 
 def capacity_problem(job: Job, pools: Sequence[NodePool], topology: Topology | None = None) -> str | None:
@@ -97,7 +108,13 @@ def capacity_problem(job: Job, pools: Sequence[NodePool], topology: Topology | N
     """
     if not pools:
         return None
-    nodes = list(pool_ledger(pools).nodes.values())
+    ledger = pool_ledger(pools)
+    nodes = list(ledger.nodes.values())
+    if job.role_requests():
+        if topology is not None:
+            ledger.topology = topology
+        problem = could_ever_place(nodes, gang(job), ledger)
+        return None if problem is None else f"spec.{problem if problem.startswith('roles.') else 'workers: ' + problem}"
     req, count, policy, near = job.worker_request(), job.min_workers, job.spec.placement, locality(job)
     if place(nodes, req, count, policy, empty=True, near=near, topology=topology) is not None:
         return None

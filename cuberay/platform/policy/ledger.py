@@ -28,6 +28,7 @@ class WorkerSlot:
 
     node_id: str
     cards: tuple[tuple[int, float], ...] = ()
+    request: WorkerRequest | None = None  # a role member's own request; None: the allocation's
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,10 @@ class Allocation:
     @property
     def node_ids(self) -> list[str]:
         return [s.node_id for s in self.slots]
+
+    def request_of(self, slot: WorkerSlot) -> WorkerRequest:
+        """What ``slot`` holds: its role's request, or the workers'."""
+        return slot.request or self.request
 
 
 def _split_cards(capacity: Mapping[str, float]) -> tuple[str | None, int]:
@@ -158,8 +163,10 @@ class Ledger:
         return [n for n in self.nodes.values() if n.alive]
 
     # -- allocations -----------------------------------------------------------------
-    def allocate(self, job_id: str, request: WorkerRequest, node_ids: Iterable[str]) -> Allocation:
-        """Take resources for one worker per entry of ``node_ids``; all or nothing."""
+    def allocate(self, job_id: str, request: WorkerRequest, node_ids: Iterable[str],
+                 roles: Sequence[WorkerRequest] = ()) -> Allocation:
+        """Take resources for one worker per entry of ``node_ids``; all or nothing. The last ``len(roles)`` entries
+        are role members (a gang with roles), each taking its own request instead of ``request``."""
         if job_id in self.allocations:
             raise ValueError(f"job {job_id} already holds an allocation")
         node_ids = list(node_ids)
@@ -167,15 +174,21 @@ class Ledger:
         if missing:  # checked first: a KeyError halfway would leave the workers taken so far allocated
             raise ValueError(f"job {job_id} names nodes the ledger does not have: {', '.join(missing)}; "
                              f"place the job again on the current nodes")
+        first_role = len(node_ids) - len(roles)
+        wants: list[WorkerRequest | None] = [None] * first_role + list(roles)
         slots: list[WorkerSlot] = []
         try:
-            for node_id in node_ids:
-                slots.append(self._take(self.nodes[node_id], request))
+            for node_id, want in zip(node_ids, wants):
+                slot = self._take(self.nodes[node_id], want or request)
+                slots.append(slot if want is None else WorkerSlot(slot.node_id, slot.cards, want))
         except _NoFit:
             for slot in slots:
-                self._give(slot, request)
+                self._give(slot, slot.request or request)
             raise ValueError(f"job {job_id} does not fit on nodes {list(node_ids)}") from None
-        alloc = Allocation(job_id, request, tuple(slots), request.resources * len(slots))
+        total = request.resources * first_role
+        for want in roles:
+            total = total + want.resources
+        alloc = Allocation(job_id, request, tuple(slots), total)
         self.allocations[job_id] = alloc
         return alloc
 
@@ -224,15 +237,14 @@ class Ledger:
         if alloc is not None:
             for slot in alloc.slots:
                 if slot.node_id in self.nodes:
-                    self._give(slot, alloc.request)
+                    self._give(slot, alloc.request_of(slot))
         return alloc
 
     def restore(self, alloc: Allocation) -> None:
         """Put back an allocation exactly as it was (same cards); used to undo a release."""
-        req = alloc.request
         for slot in alloc.slots:
             node = self.nodes[slot.node_id]
-            self._sub(node, req.resources, skip=node.card_resource)
+            self._sub(node, alloc.request_of(slot).resources, skip=node.card_resource)
             for idx, amount in slot.cards:
                 node.cards[idx] -= amount
                 node.free[node.card_resource] -= amount  # type: ignore[index]
@@ -255,16 +267,16 @@ class Ledger:
         if alloc is None or len(cards) != len(alloc.slots):
             return False
         self.release(job_id)
-        share = alloc.request.resources
         new_slots = []
         for slot, ids in zip(alloc.slots, cards):
             node = self.nodes.get(slot.node_id)
+            share = alloc.request_of(slot).resources
             amount = share.get(node.card_resource, 0.0) if node and node.card_resource else 0.0
             per = amount if amount < 1.0 - _EPS else 1.0
             if node is None or len(ids) != len(slot.cards) or not all(0 <= i < len(node.cards) for i in ids):
                 self.restore(alloc)
                 return False
-            new_slots.append(WorkerSlot(slot.node_id, tuple((int(i), per) for i in ids)))
+            new_slots.append(WorkerSlot(slot.node_id, tuple((int(i), per) for i in ids), slot.request))
         moved = Allocation(job_id, alloc.request, tuple(new_slots), alloc.total)
         held: dict[tuple[str, int], float] = {}
         for slot in new_slots:

@@ -70,15 +70,15 @@ class Preemption:
                 return chosen
         contended = _contended(job)
         chosen: list[RunningJob] = []
-        slot = FitCounter(job.worker)
+        slots = [FitCounter(job.worker), *(FitCounter(role.worker) for role in job.roles)]
         nodes = self.s.ledger.nodes
         for run in self._victims(job, contended, own_only):
             if run.job.tenant != job.tenant and not self._still_at_guarantee(run, contended):
                 continue  # usage moved while we released others
             self._release(run)
             chosen.append(run)
-            # A full placement scan only when this victim left room for a worker on one of its nodes.
-            if not any(slot(nodes[n]) for n in set(run.allocation.node_ids) if n in nodes):
+            # A full placement scan only when this victim left room for a member on one of its nodes.
+            if not any(slot(nodes[n]) for n in set(run.allocation.node_ids) if n in nodes for slot in slots):
                 continue
             if self._over_max(job) is None:
                 placed = self._place(job, honour_reservation=not is_holder)

@@ -20,6 +20,16 @@ from cuberay.platform.policy.topology import Locality
 from cuberay.platform.spec.resources import CARD_RESOURCES, Resources, WorkerRequest
 
 
+@dataclass(frozen=True, slots=True)
+class RoleGroup:
+    """Members of a gang besides its workers, all alike (a parameter-server job's chief, its parameter servers)."""
+
+    name: str
+    worker: WorkerRequest
+    count: int
+    placement: Placement = Placement.SPREAD
+
+
 @dataclass(slots=True, eq=False)
 class JobRequest:
     """The scheduler's view of one job: who, what gang, how urgent, how much service so far."""
@@ -45,18 +55,40 @@ class JobRequest:
     # How close its workers must (required) or should (preferred) be: one domain of a topology level.
     topology: Locality | None = None
     user: str = ""  # who submitted it: the queue's pages filter by it without a read of the store
+    # Members besides the workers, admitted with them as one gang and placed after them, each role by its own
+    # placement; they follow the workers in the allocation's slots. A gang with roles never resizes.
+    roles: tuple[RoleGroup, ...] = ()
     total: Resources = field(init=False)
     gpus: float = field(init=False)
     shape: int = field(init=False)  # interned (worker, workers, max_workers, placement, topology)
 
     def __post_init__(self) -> None:
         self.placement = Placement(self.placement)
-        self.total = self.worker.resources * self.workers
+        self.total = self.total_for(self.workers)
         self.gpus = sum(self.total.get(name, 0.0) for name in CARD_RESOURCES)
-        shape = (self.worker, self.workers, self.max_workers, self.placement)
+        shape = (self.worker, self.workers, self.max_workers, self.placement, *self.roles)
         self.shape = _intern(shape if self.topology is None else (*shape, self.topology))
         if self.queued_at is None:
             self.queued_at = self.submit_time
+
+
+    def total_for(self, workers: int) -> Resources:
+        """What the gang holds with ``workers`` workers: theirs and every role's."""
+        total = self.worker.resources * workers
+        for role in self.roles:
+            total = total + role.worker.resources * role.count
+        return total
+
+    def member_requests(self, workers: int) -> list[WorkerRequest]:
+        """What each slot of an allocation with ``workers`` workers needs, in slot order (workers, then roles)."""
+        out = [self.worker] * workers
+        for role in self.roles:
+            out += [role.worker] * role.count
+        return out
+
+    @property
+    def role_members(self) -> int:
+        return sum(role.count for role in self.roles)
 
 
 _SHAPES: dict[tuple, int] = {}

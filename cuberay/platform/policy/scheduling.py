@@ -26,19 +26,26 @@ class TenantQuota:
     pools: tuple[str, ...] | None = None  # node pools its jobs may use (label cuberay.io/pool); None = any node
 
 
-def quota_exceeded(tenant: str, limit: Mapping[str, float] | None, per_worker: Resources, workers: int) -> str | None:
-    """Why a gang of ``workers`` x ``per_worker`` can never start under ``tenant``'s max (None: no max, or it fits).
+def quota_exceeded(tenant: str, limit: Mapping[str, float] | None, per_worker: Resources, workers: int,
+                   roles: Resources | None = None) -> str | None:
+    """Why a gang of ``workers`` x ``per_worker`` (and its roles' ``roles`` in all) can never start under
+    ``tenant``'s max (None: no max, or it fits).
 
     The one wording of this refusal: the static check (``cuberay spec validate --platform``) and admission's
     check at submit both use it.
     """
     if limit is None:
         return None
-    over = (per_worker * workers).exceeding(limit)
+    over = (per_worker * workers + (roles or Resources())).exceeding(limit)
     if not over:
         return None
+
+    def rest(r: str) -> str:
+        return f" + {amount_text(r, roles.get(r, 0.0))} for its roles" if roles else ""
+
     seen = "; ".join(f"max {field_of(r)} is {amount_text(r, cap)} and the job asks {workers} x "
-                     f"{amount_text(r, per_worker[r])} = {amount_text(r, asked)}" for r, (asked, cap) in over.items())
+                     f"{amount_text(r, per_worker.get(r, 0.0))}{rest(r)} = {amount_text(r, asked)}"
+                     for r, (asked, cap) in over.items())
     fields = _listed([field_of(r) for r in over])
     raise_ = _listed([f"tenants.{tenant}.quota.max.{field_of(r)}" for r in over])
     return (f"tenant {tenant!r} {seen}. A job starts only when its whole gang fits within its tenant's max: lower "

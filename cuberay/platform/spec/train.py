@@ -7,9 +7,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 import cuberay.platform.spec.deepspeed as ds
-from cuberay.platform.spec.common import ImportPath, SpecModel
+from cuberay.platform.spec.common import ImportPath, Labels, Placement, SpecModel, WorkerResources
 from cuberay.platform.spec.load import FieldError
-from cuberay.platform.spec.workload import JobBase, WorkloadSpec
+from cuberay.platform.spec.resources import WorkerRequest
+from cuberay.platform.spec.workload import ElasticWorkers, JobBase, WorkloadSpec
 
 # Function mode: the Ray Train trainer each framework runs under (cuberay/train/trainers.py).
 Framework = Literal["torch", "deepspeed", "tensorflow", "xgboost", "lightgbm"]
@@ -21,6 +22,25 @@ class MpiLaunch(SpecModel):
     slots_per_worker: int = Field(1, ge=1, description="MPI ranks each worker's node takes (the hostfile's "
                                                        "slots=), as the MPI operator's slotsPerWorker; mpirun "
                                                        "without -np starts workers x slots ranks.")
+
+
+# TensorFlow's task types besides "worker" (the spec's own workers and resources), in the gang's member order.
+ROLE_ORDER = ("chief", "ps", "evaluator")
+RoleName = Literal["chief", "ps", "evaluator"]
+SINGLE_ROLES = ("chief", "evaluator")  # TensorFlow runs at most one of each
+
+
+class Role(SpecModel):
+    """One role of a gang with roles besides its workers: how many members, what each needs, where they go."""
+
+    workers: int = Field(1, ge=1, description="Members of this role (chief and evaluator: 1).")
+    resources: WorkerResources = Field(default_factory=WorkerResources, description="Resources of EACH member.")
+    placement: Placement = Field(Placement.SPREAD, strict=False, description="How this role's members share "
+                                 "nodes: spread (the default, parameter servers on different nodes), pack, "
+                                 "strict_spread, strict_pack, best_fit, frag, random or auto.")
+    node_selector: Labels = Field(default_factory=dict, description="Node labels this role's nodes must have, "
+                                                                    "e.g. cuberay.io/pool: cpu for parameter "
+                                                                    "servers off the GPU nodes.")
 
 
 class TrainSpec(WorkloadSpec):
@@ -40,10 +60,25 @@ class TrainSpec(WorkloadSpec):
                                                     "MPI launcher (mpirun) whose hostfile is the gang; remote "
                                                     "ranks start in the gang's own workers, no ssh. null = every "
                                                     "worker runs command.")
+    roles: dict[RoleName, Role] = Field(default_factory=dict, description="Command mode: roles besides the "
+                                        "workers (TensorFlow's parameter-server training): chief, ps, evaluator, "
+                                        "each with its own workers, resources, placement and node_selector. The "
+                                        "workers and resources above are the worker role; every member gets a "
+                                        "TF_CONFIG naming its role, and the gang is admitted as one. The gang "
+                                        "ends when the chief exits. {} = every member is a worker.")
     deepspeed: dict[str, Any] | str | None = Field(
         None, description="backend: deepspeed. A DeepSpeed JSON config (zero_optimization stage 0-3, offload, "
                           "bf16/fp16, gradient_accumulation_steps, train_micro_batch_size_per_gpu, ...) or the "
                           "path of a ds_config.json, read when the spec is loaded.")
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _worker_is_the_spec(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "worker" in v:
+            raise FieldError(["worker"], "the worker role is the spec's own workers and resources: set "
+                                                  "spec.workers and spec.resources there, and list only chief, ps "
+                                                  "and evaluator under roles")
+        return v
 
     @field_validator("deepspeed", mode="before")
     @classmethod
@@ -70,12 +105,32 @@ class TrainSpec(WorkloadSpec):
         if self.mpi is not None and self.command is None:
             raise FieldError(["mpi"], "mpi applies to command mode: set command to the mpirun line "
                                       "(e.g. 'mpirun python train.py') instead of entrypoint")
+        if self.roles:
+            self._check_roles()
         if self.deepspeed is not None and self.backend != "deepspeed":
             raise FieldError(["backend"], f"a deepspeed config is set but backend is {self.backend}; "
                                           f"set backend: deepspeed")
         if isinstance(self.deepspeed, dict):
             ds.check(self.deepspeed, self.workers if isinstance(self.workers, int) else None)
         return self
+
+    def _check_roles(self) -> None:
+        if self.command is None:
+            raise FieldError(["roles"], "roles apply to command mode: set command to the script every member runs "
+                                        "(it reads its role from TF_CONFIG), instead of entrypoint")
+        if self.mpi is not None:
+            raise FieldError(["roles"], "an MPI job has no roles: mpirun starts its ranks itself; drop roles or mpi")
+        if isinstance(self.workers, ElasticWorkers):
+            raise FieldError(["workers"], "a gang with roles has a fixed size: set workers to a number, not "
+                                          "{min, max}")
+        if "ps" in self.roles and "chief" not in self.roles:
+            raise FieldError(["roles", "chief"], "parameter servers need a chief to coordinate the training "
+                                                 "(ParameterServerStrategy runs on the chief); add roles.chief")
+        for name in SINGLE_ROLES:
+            role = self.roles.get(name)  # type: ignore[call-overload]
+            if role is not None and role.workers != 1:
+                raise FieldError(["roles", name, "workers"], f"TensorFlow runs one {name}; set "
+                                                             f"roles.{name}.workers to 1")
 
 
 class TaskSpec(WorkloadSpec):
@@ -89,6 +144,11 @@ class TrainJob(JobBase):
 
     kind: Literal["TrainJob"] = Field("TrainJob", description="TrainJob.")
     spec: TrainSpec = Field(description="Training gang.")
+
+    def role_requests(self) -> tuple[tuple[str, WorkerRequest, int, Placement], ...]:
+        """(role, what each member needs, members, placement) of each role besides the workers, in member order."""
+        return tuple((name, role.resources._request(labels=role.node_selector), role.workers, role.placement)
+                     for name in ROLE_ORDER if (role := self.spec.roles.get(name)) is not None)  # type: ignore[call-overload]
 
 
 class Task(JobBase):

@@ -147,6 +147,19 @@ class JobBase(DocumentHeader):
         """What each worker needs from its node; node_selector becomes label constraints."""
         return self.spec.resources._request(labels=self.spec.node_selector)
 
+    def role_requests(self) -> tuple[tuple[str, WorkerRequest, int, Placement], ...]:
+        """Roles besides the workers, each (name, what each member needs, members, placement), admitted with the
+        workers as one gang; a kind whose spec declares roles overrides it. () = the workers are the gang."""
+        return ()
+
+    def members(self, workers: int) -> list[tuple[str, int, WorkerRequest]]:
+        """(role, index in its role, what it needs) of each gang member with ``workers`` workers, in the order
+        admission places them: the workers, then each role's members."""
+        out = [("worker", i, self.worker_request()) for i in range(workers)]
+        for name, request, count, _ in self.role_requests():
+            out += [(name, i, request) for i in range(count)]
+        return out
+
     def claims(self) -> tuple[Claim, ...]:
         """What this job holds uniquely while it is active (queued, admitted or running); a kind with such
         names overrides it, and the controller refuses a submit whose claims another active job holds."""
