@@ -180,8 +180,9 @@ def run_command_gang(command: str, *, node_ids: list[str], bundle: dict[str, flo
         code = _stream(watched, deadline, out, tasks)
         # Under MPI the ranks run under the daemons, outside worker 0's command: its peaks would be mpirun's
         # alone and would shrink the job's corrected request, so an MPI run reports none.
-        if code == 0 and not mpi_slots:
-            _report_usage(watched, job)
+        if code == 0 and not mpi_slots:  # the workers' peaks only: a role's (a parameter server's) are its own
+            _report_usage(watched if not tasks else [w for w, (kind, _) in zip(watched, tasks) if kind == "worker"],
+                          job)
         return code
     finally:
         _teardown(workers, pg)

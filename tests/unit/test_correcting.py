@@ -56,6 +56,8 @@ def test_nine_runs_leave_it_alone_and_no_resource_check_opts_out(tmp_path: Path)
 def test_bounded_by_tenant_max_per_worker_and_largest_node(tmp_path: Path) -> None:
     quota = TenantQuota("vision", max=Resources({"CPU": 20.0, "memory": 1000.0 * GiB}))
     assert correcting.worker_ceiling(quota, 2, NODES) == {"CPU": 10.0, "memory": 256.0 * GiB}
+    # A gang with roles: what its roles hold comes off the max before the workers share it.
+    assert correcting.worker_ceiling(quota, 2, NODES, {"CPU": 8.0})["CPU"] == 6.0
     with with_runs(tmp_path, 10, peak_cpu=40.0, peak_gib=300.0) as store:
         job, correction = correcting.apply(store, spec(), quota, NODES, time.time())
     assert job.spec.resources.cpu == "10" and job.spec.resources.memory == "256Gi"

@@ -17,17 +17,27 @@ from cuberay.platform.spec import load_spec
 
 
 def worker_ceiling(quota: TenantQuota | None, workers: int,
-                   node_capacities: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """The most CPU and memory one worker of a ``workers`` gang can be given."""
+                   node_capacities: Iterable[Mapping[str, float]],
+                   roles: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The most CPU and memory one worker of a ``workers`` gang can be given; ``roles`` is what the gang's other
+    roles hold in all (a gang with roles), which the tenant's max leaves the workers less of."""
     caps = list(node_capacities)
     ceiling: dict[str, float] = {}
     for name in ("CPU", "memory"):
         bounds = [max((c.get(name, 0.0) for c in caps), default=0.0)] if caps else []
         if quota is not None and quota.max is not None and quota.max.get(name, 0.0) > 0:
-            bounds.append(quota.max.get(name, 0.0) / max(workers, 1))
+            bounds.append(max(quota.max.get(name, 0.0) - (roles or {}).get(name, 0.0), 0.0) / max(workers, 1))
         if bounds:
             ceiling[name] = min(bounds)
     return ceiling
+
+
+def _roles_total(job: Any) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for _, request, count, _ in job.role_requests():
+        for name, amount in request.resources.items():
+            total[name] = total.get(name, 0.0) + amount * count
+    return total
 
 
 def apply(store: Store, job: Any, quota: TenantQuota | None, node_capacities: Iterable[Mapping[str, float]],
@@ -37,7 +47,7 @@ def apply(store: Store, job: Any, quota: TenantQuota | None, node_capacities: It
     samples = [UsageSample(t, cpu, mem) for t, cpu, mem in history]
     requested = job.worker_request().resources.as_dict()
     fix = correct(requested, samples, now=now, env=job.spec.env,
-                  ceiling=worker_ceiling(quota, job.min_workers, node_capacities))
+                  ceiling=worker_ceiling(quota, job.min_workers, node_capacities, _roles_total(job)))
     if fix is None:
         return job, None
     data = job.model_dump(mode="json", by_alias=True)

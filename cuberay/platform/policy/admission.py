@@ -303,7 +303,7 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
             if found:
                 return found
         found = place(nodes, job.worker, job.workers, job.placement, reserved=reserved, near=job.topology)
-        return place_roles(self.s.ledger, job, found, reserved) if found and job.roles else found
+        return place_roles(self.s.ledger, job, found, reserved, job.topology) if found and job.roles else found
 
     def _held(self, reserved: dict[str, dict[str, float]]) -> dict[str, float]:
         """``held_now`` of the reservation, recomputed only after the ledger changed (blocked jobs ask often)."""
@@ -337,7 +337,8 @@ class AdmissionCycle(Preemption, Resizing, Reserving):
         free = self.s.ledger.total_free
         parts = [f"{format_amount(a)} {n}" for n, a in job.total.items() if n != "memory"]
         have = ", ".join(f"{format_amount(max(free.get(n, 0.0), 0.0))} {n}" for n, _ in job.total.items() if n != "memory")
-        msg = f"waiting for capacity: gang of {job.workers} needs {', '.join(parts) or 'memory'}; free now {have or '-'}"
+        roles = f" and {job.role_members} in roles" if job.roles else ""
+        msg = f"waiting for capacity: gang of {job.workers}{roles} needs {', '.join(parts) or 'memory'}; free now {have or '-'}"
         if job.topology is not None:
             msg += near_reason(self.s.ledger, job)
         if self.reservation and self.reservation.job_id != job.id:

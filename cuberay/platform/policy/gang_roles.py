@@ -3,8 +3,9 @@
 A parameter-server job is one gang of unlike members: workers (GPUs, packed), parameter servers (CPU, spread,
 often on other nodes), a chief, an evaluator. Admission places the workers as any gang's; then each role in
 turn on the capacity the members placed before it leave, each by its own placement and node selector. Nothing
-is kept unless every role finds room. The roles follow the workers' placement, not the other way round: where
-the workers' nodes leave a role no room although another choice of workers' nodes would, the gang waits.
+is kept unless every role finds room. Where the workers' choice of nodes leaves a role none (CPU-only workers
+on the one node a parameter server's selector allows), the roles are placed first and the workers on what they
+leave. Two orders, not every order: a gang that fits only some third way waits.
 
 Pure: the members placed so far are held on the ledger under scratch ids and given back before returning.
 """
@@ -17,28 +18,50 @@ from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.nodes import NodeState
 from cuberay.platform.policy.placement import Reserved, place
 from cuberay.platform.policy.queue import JobRequest, RoleGroup
+from cuberay.platform.policy.topology import Locality
 from cuberay.platform.policy.unplaceable import why_not
 
 _SCRATCH = "\0role:"  # never a job id: ids are generated, printable
 
 
-def place_roles(ledger: Ledger, job: JobRequest, workers_at: list[str],
-                reserved: Reserved | None = None) -> list[str] | None:
-    """The gang's nodes, workers first (``workers_at``) then each role's members; None if a role has no room."""
+def place_roles(ledger: Ledger, job: JobRequest, workers_at: list[str], reserved: Reserved | None = None,
+                near: Locality | None = None) -> list[str] | None:
+    """The gang's nodes, workers first (``workers_at``, where they were placed) then each role's members; else
+    the roles placed first and the workers after them; None if neither order has room."""
     held: list[str] = []
-    nodes = list(workers_at)
     try:
         ledger.allocate(_hold(job, held), job.worker, workers_at)
-        for role in job.roles:
-            found = place(ledger, role.worker, role.count, role.placement, reserved=reserved)
-            if found is None:
-                return None
-            ledger.allocate(_hold(job, held), role.worker, found)
-            nodes += found
-        return nodes
+        roles = _place_each(ledger, job, job.roles, reserved, held)
+        if roles is not None:
+            return workers_at + roles
     finally:
-        for scratch in held:
-            ledger.release(scratch)
+        _give_back(ledger, held)
+    try:
+        roles = _place_each(ledger, job, job.roles, reserved, held)
+        if roles is None:
+            return None
+        workers = place(ledger, job.worker, job.workers, job.placement, reserved=reserved, near=near)
+        return None if workers is None else workers + roles
+    finally:
+        _give_back(ledger, held)
+
+
+def _place_each(ledger: Ledger, job: JobRequest, roles: tuple[RoleGroup, ...], reserved: Reserved | None,
+                held: list[str]) -> list[str] | None:
+    """Each role's nodes in turn, each held once placed; None at the first role without room."""
+    nodes: list[str] = []
+    for role in roles:
+        found = place(ledger, role.worker, role.count, role.placement, reserved=reserved)
+        if found is None:
+            return None
+        ledger.allocate(_hold(job, held), role.worker, found)
+        nodes += found
+    return nodes
+
+
+def _give_back(ledger: Ledger, held: list[str]) -> None:
+    while held:
+        ledger.release(held.pop())
 
 
 def _hold(job: JobRequest, held: list[str]) -> str:
@@ -57,7 +80,7 @@ def could_ever_place(nodes: Iterable[NodeState], job: JobRequest, ledger: Ledger
     if workers is None:
         return why_not(empty.nodes.values(), job.worker, job.workers, job.placement, near=job.topology,
                        topology=empty.topology)
-    if place_roles(empty, job, workers) is not None:
+    if place_roles(empty, job, workers, near=job.topology) is not None:
         return None
     return _role_without_room(empty, job, workers)
 
@@ -78,5 +101,5 @@ def _alone_or_after(empty: Ledger, role: RoleGroup, index: int) -> str:
     if place(alone, role.worker, role.count, role.placement, empty=True) is None:
         return why_not(alone, role.worker, role.count, role.placement)
     return (f"its {role.count} member(s) fit the empty nodes but not beside the workers"
-            f"{' and the roles before it' if index else ''}; lower its resources, change its node_selector or "
-            f"placement, or add nodes")
+            f"{' and the roles before it' if index else ''}, placed either before or after them; lower its "
+            f"resources, change its node_selector or placement, or add nodes")

@@ -202,6 +202,8 @@ class Ledger:
         old = self.allocations.get(job_id)
         if old is None:
             raise ValueError(f"job {job_id} holds no allocation to resize")
+        if any(slot.request is not None for slot in old.slots):
+            raise ValueError(f"job {job_id} is a gang with roles, which keeps its size")
         node_ids = list(node_ids)
         missing = sorted({n for n in node_ids if n not in self.nodes})
         if missing:

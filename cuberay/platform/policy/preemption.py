@@ -132,7 +132,8 @@ class Preemption:
         # Taking back a victim that shares no node with a placement found since changes none of that
         # placement's nodes, so the job still fits and placement would say so (it finds a gang whenever one
         # fits, but for strict_pack on an indexed cluster): no need to place again. Quota is still checked.
-        complete = job.placement.resolve(job.worker) is not Placement.STRICT_PACK
+        # Not with roles: a victim taken back can move the workers' placement and leave a role no room.
+        complete = not job.roles and job.placement.resolve(job.worker) is not Placement.STRICT_PACK
         placed = set(self._placed)
         for run in reversed(chosen[:-1]):
             self._restore(run)
@@ -176,7 +177,7 @@ class Preemption:
         if within and not can_outrank and not self._reclaimable_enough(job, contended):
             return []
         las_first_band = self.p.las_threshold_gpu_s is not None and self.p.las_preempt and self.band(job) == 0
-        if job.gpus > 0 and self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None:
+        if job.gpus > 0 and not job.roles and self.p.las_victims_most_attained and self.p.las_threshold_gpu_s is not None:
             # The default order (most attained first) is kept across cycles: read from the index, not scanned.
             indexed = indexed_victims(self, job, contended, own_only, within, can_outrank, las_first_band)
             if indexed is not None:
@@ -186,7 +187,7 @@ class Preemption:
         single = contended[0] if len(contended) == 1 else None
         now, min_run, preempted = self.now, self.p.min_run_before_preempt_s, self.preempted
         prio = job.priority
-        cards = job.gpus > 0  # then the contended resources are the accelerator cards
+        cards = job.gpus > 0 and not job.roles  # then the contended resources are the accelerator cards
         freed = [0.0] * len(contended)  # what the candidates hold of each contended resource
         for tenant, runs in self.s.running_by_tenant.items():
             same = tenant == job.tenant
@@ -345,6 +346,7 @@ def _above(total, floor: tuple[tuple[str, float, float], ...]) -> bool:
 
 
 def _contended(job: JobRequest) -> tuple[str, ...]:
-    """Resources a preemption must free for this job: its accelerators, else all it asks for."""
-    cards = tuple(n for n in job.total if n in CARD_RESOURCES)
+    """Resources a preemption must free for this job: its accelerators, else all it asks for. A gang with roles
+    contends for all it asks for: its parameter servers' CPU nodes may be what holds it back, not the cards."""
+    cards = () if job.roles else tuple(n for n in job.total if n in CARD_RESOURCES)
     return cards or tuple(job.total)

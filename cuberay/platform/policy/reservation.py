@@ -13,7 +13,7 @@ from cuberay.platform.policy.decisions import Reserve
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.nodes import FitCounter, NodeState
 from cuberay.platform.policy.placement import Placement, score_key
-from cuberay.platform.policy.queue import JobRequest
+from cuberay.platform.policy.queue import JobRequest, RoleGroup
 from cuberay.platform.policy.topology_admission import claim_domain
 from cuberay.platform.spec.resources import WorkerRequest
 
@@ -39,7 +39,7 @@ def worth_reserving(job: JobRequest) -> bool:
     holding capacity for it gains nothing, and a stream of such jobs would
     otherwise pass the reservation from one to the next while a big gang waits.
     """
-    return job.workers > 1 or job.gpus > 1 or bool(job.max_workers and job.max_workers > 1)
+    return job.workers > 1 or job.gpus > 1 or bool(job.max_workers and job.max_workers > 1) or bool(job.roles)
 
 
 def spans_nodes(ledger: Ledger, job: JobRequest) -> bool:
@@ -48,7 +48,9 @@ def spans_nodes(ledger: Ledger, job: JobRequest) -> bool:
     hit = ledger.cache.get(key)
     if hit is None:
         policy = job.placement.resolve(job.worker)
-        if policy is Placement.STRICT_SPREAD:
+        if job.roles:
+            hit = True  # its roles go where they fit, by their own selectors: count it a multi-node gang
+        elif policy is Placement.STRICT_SPREAD:
             hit = job.workers > 1
         elif policy is Placement.STRICT_PACK:
             hit = False
@@ -108,7 +110,31 @@ def claim(ledger: Ledger, job: JobRequest,
         left -= take
         if left <= 0:
             break
+    for role in job.roles:
+        _claim_role(ledger, role, held)
     return held
+
+
+def _claim_role(ledger: Ledger, role: RoleGroup, held: dict[str, dict[str, float]]) -> None:
+    """Add a role's claim to ``held`` (a gang with roles): its members' share of the most-free nodes that could host
+    them, on top of what the gang's workers and earlier roles claimed there, at most what is free."""
+    keys = score_key(role.worker)
+    candidates = heapq.nsmallest(role.count, ((-sum(node.free.get(key, 0.0) for key in keys), node_id, k)
+                                              for node, node_id, k in hosts(ledger, role.worker)))
+    per_node_cap = 1 if Placement(role.placement).resolve(role.worker) is Placement.STRICT_SPREAD else None
+    left = role.count
+    for _, node_id, k in candidates:
+        take = min(k, left, per_node_cap or k)
+        free, mine = ledger.nodes[node_id].free, dict(held.get(node_id, {}))
+        for name, amount in role.worker.resources.items():
+            room = max(free.get(name, 0.0) - mine.get(name, 0.0), 0.0)
+            if min(amount * take, room) > _EPS:
+                mine[name] = mine.get(name, 0.0) + min(amount * take, room)
+        if mine:
+            held[node_id] = mine
+        left -= take
+        if left <= 0:
+            break
 
 
 def held_now(ledger: Ledger, reserved: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
