@@ -11,9 +11,9 @@ from cuberay.platform.runner import EXIT_FAILED, EXIT_OK, say
 def run(job: Any, ctx: JobContext, mpi_slots: int | None = None) -> int:
     from cuberay.train.gang import run_command_gang
 
-    roles = None
-    if job.role_requests():  # a gang with roles: the workers first, then each role's members, one per node id
-        workers = len(ctx.node_ids) - sum(count for _, _, count, _ in job.role_requests())
+    roles, role_requests = None, job.role_requests()
+    if role_requests:  # a gang with roles: the workers first, then each role's members, one per node id
+        workers = len(ctx.node_ids) - sum(count for _, _, count, _ in role_requests)
         roles = [(kind, index, request.to_ray()) for kind, index, request in job.members(workers)]
     code = run_command_gang(
         job.spec.command, node_ids=list(ctx.node_ids), bundle=job.worker_request().to_ray(),

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from cuberay.platform.control.store import Store
 from cuberay.platform.policy.correction import MAX_AGE_S, MAX_SAMPLES, GiB, UsageSample, correct
+from cuberay.platform.policy.fit import gang
 from cuberay.platform.policy.scheduling import TenantQuota
 from cuberay.platform.spec import load_spec
 
@@ -32,14 +33,6 @@ def worker_ceiling(quota: TenantQuota | None, workers: int,
     return ceiling
 
 
-def _roles_total(job: Any) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for _, request, count, _ in job.role_requests():
-        for name, amount in request.resources.items():
-            total[name] = total.get(name, 0.0) + amount * count
-    return total
-
-
 def apply(store: Store, job: Any, quota: TenantQuota | None, node_capacities: Iterable[Mapping[str, float]],
           now: float) -> tuple[Any, dict[str, Any] | None]:
     """(the job to queue, the correction record or None)."""
@@ -47,7 +40,8 @@ def apply(store: Store, job: Any, quota: TenantQuota | None, node_capacities: It
     samples = [UsageSample(t, cpu, mem) for t, cpu, mem in history]
     requested = job.worker_request().resources.as_dict()
     fix = correct(requested, samples, now=now, env=job.spec.env,
-                  ceiling=worker_ceiling(quota, job.min_workers, node_capacities, _roles_total(job)))
+                  ceiling=worker_ceiling(quota, job.min_workers, node_capacities,
+                                         gang(job).total_for(0) if job.role_requests() else None))
     if fix is None:
         return job, None
     data = job.model_dump(mode="json", by_alias=True)

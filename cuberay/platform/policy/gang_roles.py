@@ -97,7 +97,7 @@ def _role_without_room(empty: Ledger, job: JobRequest, workers: list[str]) -> st
 
 
 def _alone_or_after(empty: Ledger, role: RoleGroup, index: int) -> str:
-    alone = [n for n in empty.nodes.values()]
+    alone = list(empty.nodes.values())
     if place(alone, role.worker, role.count, role.placement, empty=True) is None:
         return why_not(alone, role.worker, role.count, role.placement)
     return (f"its {role.count} member(s) fit the empty nodes but not beside the workers"

@@ -60,7 +60,7 @@ class JobRequest:
     roles: tuple[RoleGroup, ...] = ()
     total: Resources = field(init=False)
     gpus: float = field(init=False)
-    shape: int = field(init=False)  # interned (worker, workers, max_workers, placement, topology)
+    shape: int = field(init=False)  # interned (worker, workers, max_workers, placement, roles, topology)
 
     def __post_init__(self) -> None:
         self.placement = Placement(self.placement)
@@ -70,7 +70,6 @@ class JobRequest:
         self.shape = _intern(shape if self.topology is None else (*shape, self.topology))
         if self.queued_at is None:
             self.queued_at = self.submit_time
-
 
     def total_for(self, workers: int) -> Resources:
         """What the gang holds with ``workers`` workers: theirs and every role's."""

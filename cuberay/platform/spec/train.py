@@ -76,8 +76,8 @@ class TrainSpec(WorkloadSpec):
     def _worker_is_the_spec(cls, v: Any) -> Any:
         if isinstance(v, dict) and "worker" in v:
             raise FieldError(["worker"], "the worker role is the spec's own workers and resources: set "
-                                                  "spec.workers and spec.resources there, and list only chief, ps "
-                                                  "and evaluator under roles")
+                                         "spec.workers and spec.resources there, and list only chief, ps and "
+                                         "evaluator under roles")
         return v
 
     @field_validator("deepspeed", mode="before")
