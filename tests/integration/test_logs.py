@@ -106,14 +106,18 @@ def test_follow_gets_every_line_of_both_attempts_once_in_order(platform, tmp_pat
         < whole.index("attempt-2 line 0599"), whole[:500]
     if not small:  # a Ray Job driver's log is read from Ray's file on the head, from the offset
         sid = record.submission_id
-        path = ray.get(client.connect().__ray_call__.remote(lambda self: self.drivers.launcher.driver_log(sid)))
+        # the controller behind the actor's front (control/actor.py)
+        read = lambda actor: actor.controller.drivers.launcher.driver_log(sid)  # noqa: E731
+        path = ray.get(client.connect().__ray_call__.remote(read))
         assert path is not None and path.is_file() and "attempt-2 line 0599" in path.read_text(), path
 
 
 def hold_admission(controller: Any, seconds: float) -> None:
     """Make the controller's next tick a slow one: it takes the admission lock and blocks the admission loop
     for ``seconds``, as an admission cycle over a deep queue does."""
-    def schedule(self: Any, seconds: float) -> None:
+    def schedule(actor: Any, seconds: float) -> None:
+        self = actor.controller  # the controller behind the actor's front (control/actor.py)
+
         async def slow_tick() -> None:
             async with self._lock:
                 time.sleep(seconds)

@@ -7,6 +7,8 @@ rows, as in the controller. Job ids that outlive a database (ids.py) are checked
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,11 +84,36 @@ def test_the_actor_takes_the_caller_first() -> None:
 def test_the_actor_has_one_concurrency_group_and_every_method_runs_where_it_exists() -> None:
     # Ray starts each group's event loop from a lambda that reads the loop variable late: with a second group
     # the first group's loop can go unrun and its methods hang (the controller's ping never answered).
-    from cuberay.platform.control.endpoint import CONCURRENCY_GROUPS
+    from cuberay.platform.control.groups import CONCURRENCY_GROUPS
 
     assert len(CONCURRENCY_GROUPS) == 1, CONCURRENCY_GROUPS
     for name, declared in ENDPOINTS.items():
         assert declared.concurrency_group in (None, *CONCURRENCY_GROUPS), name
+
+
+def test_the_actor_ray_runs_takes_every_call_as_the_controller_does() -> None:
+    # Ray binds a call's arguments to the actor class's method and runs it in the method's concurrency group: the
+    # front (control/actor.py) must present each endpoint exactly as the controller's own method does.
+    from cuberay.platform.control.actor import ControllerActor
+    from cuberay.platform.control.controller import Controller
+
+    def shape(method: object) -> tuple[object, ...]:
+        params = inspect.signature(method).parameters.values()  # type: ignore[arg-type]
+        return (*[(p.name, p.default, p.kind) for p in params], getattr(method, "__ray_concurrency_group__", None))
+
+    public = {name for name, _ in inspect.getmembers(ControllerActor, callable) if not name.startswith("_")}
+    assert public == set(ENDPOINTS)
+    for name in ENDPOINTS:
+        assert shape(getattr(ControllerActor, name)) == shape(getattr(Controller, name)), name
+
+
+def test_taking_the_controllers_handle_loads_none_of_the_controllers_code() -> None:
+    # ray.get_actor imports the actor class's module in the caller: a job's driver, the console, a script.
+    probe = ("import sys, cuberay.platform.control.actor; "
+             "print(' '.join(m for m in sys.modules if m.startswith(('sqlalchemy', 'cuberay.platform.control.',"
+             " 'cuberay.platform.policy.admission')) and m != 'cuberay.platform.control.actor'))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == [], loaded
 
 
 def test_docs_security_lists_every_method_and_its_rule() -> None:

@@ -116,6 +116,9 @@ def admin() -> Rule:
     return Rule(Who.ADMIN)
 
 
+READS = "reads"  # the controller actor's concurrency group for reads (control/snapshot.py)
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """One controller method as the protocol declares it: its rule, what it does, where it runs."""
@@ -127,7 +130,7 @@ class Endpoint:
 
     @property
     def concurrency_group(self) -> str | None:
-        return "reads" if self.reads else None
+        return READS if self.reads else None
 
 
 F = TypeVar("F", bound=Callable[..., Any])

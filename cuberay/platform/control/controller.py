@@ -84,7 +84,7 @@ _ACTIVE = (JobState.QUEUED, JobState.PREEMPTED, JobState.ADMITTED, JobState.RUNN
 
 
 class Controller(Submitting, Following, Views, DriverAPI, Reload):
-    """The actor's body (``ray.remote`` is applied by :func:`install`): admission, the jobs API and the store.
+    """The actor's body (Ray runs it behind :class:`~.actor.ControllerActor`): admission, the jobs API and the store.
 
     Read-only views and the drivers' calls come from the :class:`Views` and :class:`DriverAPI` mixins, which share
     the admission state. Pipelines and serving are components it owns (``self.pipelines``, ``self.serving``):

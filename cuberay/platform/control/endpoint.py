@@ -17,16 +17,9 @@ from typing import Any, Callable
 import ray
 
 from cuberay.platform.api import ENDPOINTS, SIGNATURES, Endpoint
-from cuberay.platform.control.snapshot import READS
+from cuberay.platform.control.groups import CONCURRENCY_GROUPS
 
 ATTRIBUTE = "__cuberay_endpoint__"
-# The actor's concurrency groups and their slots (install.py creates it with them); the rest run on the loop.
-# Reads run on a thread of their own, off the admission loop (control/snapshot.py). One group only: Ray starts
-# each group's loop in a thread whose target reads the loop variable late, so with two groups the first one's
-# loop could go unrun and every call in it hang (seen as a ping that never answered, and "this event loop is
-# already running" in the controller's log). Log reads share the group; their file reads run in a pool of their
-# own, so followers of long logs never take the other reads' threads (control/logs.py).
-CONCURRENCY_GROUPS = {READS: 48}
 # The reads give the interpreter up at every SQLite step and socket call; each time they get it back only when the
 # loop's thread is made to drop it, after CPython's switch interval (5 ms by default). While the loop computes
 # (ordering a deep queue: 0.6 s at 100,000 jobs) a page read waited that long dozens of times: 106 ms p50 for a

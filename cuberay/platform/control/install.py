@@ -17,9 +17,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from cuberay.errors import CuberayError, PlatformNotRunningError
 from cuberay.platform.api import Caller
 from cuberay.platform.control import reloading, small
+from cuberay.platform.control.actor import ControllerActor
 from cuberay.platform.control.cluster import RayCluster
-from cuberay.platform.control.controller import Controller
-from cuberay.platform.control.endpoint import CONCURRENCY_GROUPS
+from cuberay.platform.control.groups import CONCURRENCY_GROUPS
 from cuberay.platform.control.head import API_NAME, CONTROLLER_NAME, NAMESPACE
 from cuberay.platform.control.ids import CONSOLE_URL_KEY
 
@@ -48,7 +48,7 @@ def install(platform: Mapping[str, Any], *, installer: str, replace: bool = Fals
         uninstall(timeout_s=timeout_s)
     if find() is None:  # a fresh controller starts from ``platform``, not from an earlier one's live reload
         reloading.clear(RayCluster())
-    actor = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(Controller).options(
+    actor = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(ControllerActor).options(
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))

@@ -32,7 +32,6 @@ from cuberay.platform.policy.order import queue_order
 from cuberay.platform.policy.queue import JobRequest
 from cuberay.platform.policy.states import JobState
 
-READS = "reads"  # the actor's concurrency group for reads
 ORDER_ALWAYS = 2_000  # queues up to this long are ordered at every publish (a few ms)
 ORDER_SHARE = 0.1     # past that, ordering takes at most this share of the loop's time
 NOT_ORDERED = "queued since the last ordering; its position comes with the next one"
