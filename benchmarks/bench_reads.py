@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                     while not stop.is_set():
                         me = client.caller()
                         for name, call in (("status", lambda: handle.status.remote(me, probe[0].id)),
-                                           ("queue --tenant probe", lambda: handle.queue.remote(me, "probe"))):
+                                           ("queue --tenant probe", lambda: handle.queue_page.remote(me, "probe"))):
                             t0 = time.perf_counter()
                             ray.get(call(), timeout=120)
                             times[name].append(1000 * (time.perf_counter() - t0))

@@ -403,6 +403,6 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
             return requeued
 
 
-# The components' endpoints, as the controller's own (the actor's methods are the class's).
+# The components' endpoints, as the controller's own (the actor's front, control/actor.py, forwards to them).
 delegate(Controller, "pipelines", PipelineService)
 delegate(Controller, "serving", Serving)
