@@ -230,6 +230,10 @@ def down() -> bool:
     from cuberay.platform.transport.ray_call import cluster_address
 
     local = controller_head.recorded()  # running or dead: `stop` ends what it left running either way
+    if local is not None and controller_head.head_process(local) is None:
+        # A head that died (Ray's raylet can exit as it starts on a loaded machine) left its address in Ray's
+        # address file: joining the cluster it names would wait minutes for one that is gone.
+        controller_head.unpublish_address(local)
     target, running = cluster_address()
     joined = sys.modules.get("ray") is not None and sys.modules["ray"].is_initialized()
     # This process means the local head: its controller and API server end with its processes below, so they are

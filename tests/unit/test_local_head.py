@@ -117,6 +117,26 @@ def test_the_recorded_head_runs_and_stop_ends_it(home: Path, children: list, pub
     assert address_file.exists() == (published != "127.0.0.1:1")
 
 
+def test_down_after_a_head_that_died_clears_up_without_joining_the_cluster_it_named(home: Path,
+                                                                                    tmp_path: Path) -> None:
+    """A head can die as it starts (Ray's raylet exits when its dashboard agent is slow, on a loaded machine),
+    leaving its address in Ray's address file: `down` clears up after it at once, never joining that address."""
+    dead = subprocess.Popen(["true"], start_new_session=True)
+    dead.wait()
+    (tmp_path / "rt" / "ray").mkdir(parents=True)
+    address_file = tmp_path / "rt" / "ray" / "ray_current_cluster"  # where Ray's "auto" looks, under RAY_TMPDIR
+    address_file.write_text("192.0.2.1:6379")  # a documentation address: nothing answers there
+    record(dead, create_time=time.time(), address="192.0.2.1:6379", address_file=str(address_file))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(CUBERAY_HOME=str(home), RAY_TMPDIR=str(tmp_path / "rt"))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", "from cuberay.platform import client; print(client.down())"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert time.monotonic() - started < 30, f"down waited for the dead head's cluster:\n{done.stderr[-2000:]}"
+    assert not address_file.exists() and not head.state_path().exists()
+
+
 @pytest.mark.parametrize("fields", [{"create_time": time.time() - 3600}, {"create_time": None}],
                          ids=["another-start-time", "old-file-without-start-time"])
 def test_a_pid_with_another_start_time_is_stale_and_never_signalled(home: Path, children: list,

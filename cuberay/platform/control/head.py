@@ -299,7 +299,7 @@ def _publish_address(address: str, address_file: str) -> None:
     write_ray_address(address, os.path.dirname(address_file))
 
 
-def _unpublish_address(state: dict[str, Any]) -> None:
+def unpublish_address(state: dict[str, Any]) -> None:
     """Remove the stopped head's address from that file, as ``ray stop`` does, unless another Ray wrote its own.
 
     Left there, the next "auto" connection (a second ``cuberay down``) waits minutes for a head that is gone.
@@ -359,7 +359,7 @@ def stop(state: dict[str, Any] | None = None) -> bool:
         raise CuberayError(f"{len(left)} process(es) of the local Ray head still run after SIGKILL (pids {pids}); "
                            f"end them with `kill -9 {pids}`, then run `cuberay down` again")
     state_path().unlink(missing_ok=True)
-    _unpublish_address(state)
+    unpublish_address(state)
     if state.get("temp_dir"):
         shutil.rmtree(state["temp_dir"], ignore_errors=True)
     return ended > 0
