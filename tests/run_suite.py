@@ -3,10 +3,14 @@
 The integration tier's tests spend about a third of their time waiting (a node to start, a poll, a driver's
 start), which leaves a core idle. So the tiers run in two pytest processes at once:
 
-    lane 1: the integration tests on the session's shared Ray cluster, its output live
-    lane 2: the unit tier, then the integration tests that bring a Ray head of their own (marked ``own_ray``: the
-            README walk-through, the local tenant cluster, the local head's ``down``, the whole-Ray restart) and
-            those marked ``second_lane`` (on a session cluster of this lane's own), printed when they end
+    lane 1: the unit tier, then the integration tests on the session's shared Ray cluster, its output live
+    lane 2: the integration tests that bring a Ray head of their own (marked ``own_ray``: the README walk-through,
+            the local tenant cluster, the local head's ``down``, the whole-Ray restart) and those marked
+            ``second_lane`` (on a session cluster of this lane's own), printed when they end
+
+The unit tier goes in lane 1 because lane 2 holds the suite's longest test (the README walk-through): measured
+2026-12-07 on 2 cores, the session cluster's tests took 1,466 s and lane 2's 117 s + 1,473 s, so lane 1 ended
+two minutes before lane 2 with a core left to it.
 
 ``second_lane`` moves whole modules across to even the lanes out (by their durations in benchmarks/RESULTS.md,
 "Test suite"). The e2e tier goes first (it skips itself unless enabled, see tests/e2e). Lane 2 runs with Ray temp,
@@ -42,13 +46,14 @@ def _run(name: str, argv: list[str], env: dict[str, str], out: Path | None) -> t
     return name, rc, time.monotonic() - started
 
 
-def _own_env() -> tuple[dict[str, str], list[str]]:
-    """Lane 2's environment and pytest options: Ray temp root, TMPDIR, cuberay home and pytest's temp folders of
-    its own. Paths stay short: Ray's and multiprocessing's socket paths must stay under 108 bytes, and the README
-    test's newcomer runs a head from a folder under its test's tmp_path (pytest-of-<user>/pytest-<n>/ by default)."""
+def _own_env(prefix: str) -> tuple[dict[str, str], list[str]]:
+    """An environment and pytest options with a Ray temp root, TMPDIR, cuberay home and pytest's temp folders of
+    their own: lane 2's, and the unit tier's, so nothing either leaves is read by the session cluster's tests.
+    Paths stay short: Ray's and multiprocessing's socket paths must stay under 108 bytes, and the README test's
+    newcomer runs a head from a folder under its test's tmp_path (pytest-of-<user>/pytest-<n>/ by default)."""
     env = dict(os.environ)
     base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR")
-    root = Path(tempfile.mkdtemp(prefix="l2", dir=base or "/tmp"))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=base or "/tmp"))
     (root / "home").mkdir()
     env.update({"RAY_TMPDIR": str(root), "TMPDIR": str(root), "CUBERAY_HOME": str(root / "home")})
     return env, [f"--basetemp={root / 'p'}"]
@@ -60,13 +65,14 @@ def main() -> int:
     lane2: list[tuple[str, int, float]] = []
 
     def second_lane() -> None:
-        env, temp = _own_env()
-        lane2.append(_run("unit tier", ["tests/unit", "--durations=10", *temp], env, log))
+        env, temp = _own_env("l2")
         lane2.append(_run("integration tier: tests with a Ray of their own, and those marked second_lane",
                           ["tests/integration", "-m", "own_ray or second_lane", "--durations=20", *temp], env, log))
 
     thread = threading.Thread(target=second_lane)
     thread.start()
+    unit_env, unit_temp = _own_env("u")
+    results.append(_run("unit tier", ["tests/unit", "--durations=10", *unit_temp], unit_env, None))
     results.append(_run("integration tier: the session cluster's tests",
                         ["tests/integration", "-m", "not own_ray and not second_lane", "--durations=30"],
                         dict(os.environ), None))

@@ -30,8 +30,6 @@ import ray.train
 import ray.train.torch
 import torch
 import torch.distributed as dist
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -41,6 +39,11 @@ MODEL_FILE = "model.pt"
 
 
 def _datasets(seed: int) -> tuple[TensorDataset, TensorDataset]:
+    # Here, not at the top: the driver and the served model import this module for train_func and build_model
+    # and never load the data, and sklearn's import is most of a second.
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
     digits = load_digits()
     x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
     y = torch.tensor(digits.target, dtype=torch.long)

@@ -53,6 +53,39 @@ def ray_in_flight(client: JobSubmissionClient, prefix: str) -> int:
     )
 
 
+class _Recording:
+    """The launcher's own Jobs API client, doing every call, with the name of each call kept."""
+
+    def __init__(self, inner: JobSubmissionClient) -> None:
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name: str):
+        attr = getattr(self.inner, name)
+        if callable(attr):
+            self.calls.append(name)
+        return attr
+
+
+def test_a_poll_reads_the_jobs_it_tracks_not_every_job_the_cluster_ran(ray_cluster, run_id: str) -> None:
+    # A list of every Ray Job grows with the cluster's history (the session's hundreds of ended jobs by now); a
+    # tick that listed them all cost the dashboard more CPU the longer the cluster ran.
+    launcher = Launcher(ray_cluster.dashboard_url)
+    launcher._client = recording = _Recording(launcher._client)
+    sid = f"{run_id}-only"
+    launcher.start(sid, "python -c \"print('hi')\"", metadata=meta(sid), runtime_env=None)
+    recording.calls.clear()
+    polls = 0
+
+    def ended() -> bool:
+        nonlocal polls
+        polls += 1
+        return launcher.poll().get(sid) in TERMINAL
+
+    wait_for(ended, 60, f"{sid} to end")
+    assert "list_jobs" not in recording.calls, recording.calls
+    assert recording.calls.count("get_job_info") == polls, (polls, recording.calls)
+
+
 def test_bounded_drivers_reach_succeeded_with_metadata_env_and_logs(
     ray_cluster, job_client: JobSubmissionClient, run_id: str
 ) -> None:
