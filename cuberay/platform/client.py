@@ -122,10 +122,13 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
 
 def _install(controller: Any, spec: dict[str, Any]) -> Any:
-    """The controller and, next to it, the runner of small jobs (one-worker Tasks as Ray tasks)."""
+    """The controller and, next to it when the platform runs small jobs, their runner (one-worker Tasks as Ray
+    tasks). With small jobs off the controller never asks for it (a reload does not turn them on), so no idle
+    runner process waits beside it."""
     from cuberay.runtime.small_runner import runner
 
-    runner(controller.head_node_id())
+    if spec["spec"]["scheduler"]["small_jobs"]:
+        runner(controller.head_node_id())
     return controller.install(spec, installer=current_user())
 
 
