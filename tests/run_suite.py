@@ -13,8 +13,9 @@ The unit tier goes in lane 1 because lane 2 holds the suite's longest test (the 
 two minutes before lane 2 with a core left to it.
 
 ``second_lane`` moves whole modules across to even the lanes out (by their durations in benchmarks/RESULTS.md,
-"Test suite"). The e2e tier goes first (it skips itself unless enabled, see tests/e2e). Lane 2 runs with Ray temp,
-TMPDIR, cuberay home and pytest temp folders of its own, so nothing one lane's Ray writes is read by the other.
+"Test suite"). The e2e tier goes first (it skips itself unless enabled, see tests/e2e). Lane 2 and the unit tier
+each run with Ray temp, TMPDIR, cuberay home and pytest temp folders of their own, so nothing one lane's Ray writes
+is read by the other.
 Every tier runs even if another fails; the exit code is 1 if any did, and the last line names them.
 """
 

@@ -122,13 +122,10 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
 
 def _install(controller: Any, spec: dict[str, Any]) -> Any:
-    """The controller and, next to it when the platform runs small jobs, their runner (one-worker Tasks as Ray
-    tasks). With small jobs off the controller never asks for it (a reload does not turn them on), so no idle
-    runner process waits beside it."""
+    """The controller and, next to it, the runner of small jobs (one-worker Tasks as Ray tasks)."""
     from cuberay.runtime.small_runner import runner
 
-    if spec["spec"]["scheduler"]["small_jobs"]:
-        runner(controller.head_node_id())
+    runner(controller.head_node_id())
     return controller.install(spec, installer=current_user())
 
 

@@ -204,7 +204,7 @@ class Launcher:
         """The status of each job Ray knows among ``submission_ids``, read one by one.
 
         Not one ``list_jobs``: that answers every Ray Job the cluster ever ran, and its cost grows with that
-        history (300 ended jobs: 90 ms of the dashboard's CPU a call, 1,000: 310 ms, at every tick), where one
+        history (300 ended jobs: 90 ms of CPU a call, the dashboard's and this process's, 1,000: 310 ms), where one
         job's read stays at ~4 ms however long the cluster has run. The drivers tracked are at most
         ``max_drivers`` (and those adopted after a restart).
         """
