@@ -122,11 +122,11 @@ def install(platform: Any, *, address: str | None = None, replace: bool = False)
 
 
 def _install(controller: Any, spec: dict[str, Any]) -> Any:
-    """The controller and, next to it, the runner of small jobs (one-worker Tasks as Ray tasks)."""
+    """The controller, with what it needs to start the runner of small jobs (one-worker Tasks as Ray tasks)
+    beside it when its platform runs them."""
     from cuberay.runtime.small_runner import runner
 
-    runner(controller.head_node_id())
-    return controller.install(spec, installer=current_user())
+    return controller.install(spec, installer=current_user(), small_runner=runner)
 
 
 def uninstall() -> bool:

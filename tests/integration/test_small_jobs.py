@@ -19,6 +19,7 @@ import ray
 from ray.util.state import list_tasks
 
 from cuberay.platform import client
+from cuberay.platform.control.small import runner_running, task_name
 from cuberay.platform.policy.states import JobState
 from tests.support import alive, wait_for
 
@@ -109,6 +110,14 @@ def test_a_small_job_survives_a_controller_restart(platform, tmp_path: Path) -> 
     marker = tmp_path / "started"
     ref = client.submit(small("survivor", f"touch {marker}; exec sleep 600"), "a")
     wait_for(marker.exists, 60, "the small job to start")
+    _restart_controller()
+    assert client.status(ref.id).state == JobState.RUNNING
+    assert ray.get(client.connect().ping.remote(client.caller()), timeout=30)["drivers"]["small"] == 1
+    assert client.cancel(ref.id).state == JobState.CANCELLED
+
+
+def _restart_controller() -> None:
+    """Kill the controller and let Ray restart it (with the arguments it was installed with); wait for a cycle."""
     controller = client.connect()
     old_pid = ray.get(controller.ping.remote(client.caller()), timeout=60)["pid"]
     ray.kill(controller, no_restart=False)
@@ -121,9 +130,21 @@ def test_a_small_job_survives_a_controller_restart(platform, tmp_path: Path) -> 
         return info["pid"] != old_pid and info["ticks"] > 0
 
     wait_for(restarted, 60, "the restarted controller to run a cycle")
-    assert client.status(ref.id).state == JobState.RUNNING
-    assert ray.get(controller.ping.remote(client.caller()), timeout=30)["drivers"]["small"] == 1
-    assert client.cancel(ref.id).state == JobState.CANCELLED
+
+
+def test_a_restarted_controller_that_reads_small_jobs_on_from_a_reload_starts_their_runner(platform) -> None:
+    """The fixture's platform turns small jobs off: no runner waits beside its controller. A reload that turns them
+    on takes effect when Ray restarts the controller: it reads the reloaded file and starts the runner itself."""
+    assert not runner_running()
+    scheduler = {**platform.spec["spec"]["scheduler"], "small_jobs": True}
+    assert client.api().reload({**platform.spec, "spec": {**platform.spec["spec"], "scheduler": scheduler}}) \
+        == ["scheduler settings changed"]
+    _restart_controller()
+    assert runner_running()
+    ref = client.submit(small("after-reload", "echo small"), "a")
+    record = wait_for(lambda: (r := client.status(ref.id)).state.is_terminal and r, 60, "the job to end")
+    assert record.state == JobState.SUCCEEDED, record
+    assert f"Ray task {task_name('a', ref.id)}" in (record.message or ""), record.message  # not a Ray Job
 
 
 def test_the_runner_keeps_a_read_end_for_a_controller_that_asks_again(platform) -> None:

@@ -132,7 +132,7 @@ class LocalCluster:
         self.launched = LocalLauncher(max_drivers)
         return self.launched
 
-    def small_runs(self, storage_of: Any, wake: Any) -> None:
+    def small_runs(self, storage_of: Any, wake: Any, start: Any = None) -> None:
         return None  # every job runs as a (local) driver
 
     def serve_rest(self) -> NoServe:

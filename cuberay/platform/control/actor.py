@@ -20,11 +20,12 @@ from cuberay.platform.api import ENDPOINTS, SIGNATURES
 class ControllerActor:
     """What ``install`` runs as the named, detached actor: the controller (``self.controller``) behind it."""
 
-    async def __init__(self, platform: Mapping[str, Any], installer: str | None = None) -> None:
+    async def __init__(self, platform: Mapping[str, Any], installer: str | None = None,
+                       small_runner: Callable[[str], Any] | None = None) -> None:
         from cuberay.platform.control.controller import Controller  # here, in the actor's process only
 
         self.controller = Controller.__new__(Controller)
-        await Controller.__init__(self.controller, platform, installer)
+        await Controller.__init__(self.controller, platform, installer, small_runner=small_runner)
 
 
 def _front(name: str) -> Callable[..., Any]:

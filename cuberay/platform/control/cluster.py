@@ -30,8 +30,10 @@ class Cluster(Protocol):
     def dashboard_url(self) -> str: ...
     def launcher(self, max_drivers: int) -> Any:
         """The Ray Jobs launcher of the job drivers (control/launcher.py's interface)."""
-    def small_runs(self, storage_of: Callable[[str], Path], wake: Callable[[], None]) -> Any:
-        """The controller's side of the small-job runner (control/small.py), or None without one."""
+    def small_runs(self, storage_of: Callable[[str], Path], wake: Callable[[], None],
+                   start: Callable[[str], Any] | None = None) -> Any:
+        """The controller's side of the small-job runner (control/small.py), or None without one; ``start``
+        creates the runner on a node (or returns the running one)."""
     def serve_rest(self) -> Any:
         """Serve's REST API (control/serve_rest.py's interface)."""
     def request_resources(self, bundles: list[dict[str, float]], selectors: list[dict[str, str]]) -> None:
@@ -85,10 +87,11 @@ class RayCluster:
 
         return Launcher(self.dashboard_url(), max_drivers=max_drivers)
 
-    def small_runs(self, storage_of: Callable[[str], Path], wake: Callable[[], None]) -> Any:
+    def small_runs(self, storage_of: Callable[[str], Path], wake: Callable[[], None],
+                   start: Callable[[str], Any] | None = None) -> Any:
         from cuberay.platform.control.small import SmallRuns
 
-        return SmallRuns(storage_of, wake, self.node_id())
+        return SmallRuns(storage_of, wake, self.node_id(), start)
 
     def serve_rest(self) -> Any:
         from cuberay.platform.control.serve_rest import ServeRest

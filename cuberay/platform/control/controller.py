@@ -35,7 +35,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from cuberay import kinds
 from cuberay.errors import CuberayError
@@ -92,7 +92,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
     """
 
     async def __init__(self, platform: Mapping[str, Any], installer: str | None = None,
-                       cluster: Cluster | None = None) -> None:
+                       cluster: Cluster | None = None, small_runner: Callable[[str], Any] | None = None) -> None:
         self.cluster = cluster or RayCluster()  # every call that reaches the cluster goes through it
         if cluster is None:  # the Ray actor, in a process of its own (an in-process one runs in its caller's)
             share_the_interpreter()
@@ -117,10 +117,12 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.serving = Serving(self.store, self.cluster.serve_rest(), self._tenant_storage)  # Serve's one writer
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
         self.drivers = Drivers(self.cluster.launcher(self.platform.spec.scheduler.max_drivers),
-                               self.cluster.small_runs(self._tenant_storage, self._wake.set)
+                               self.cluster.small_runs(self._tenant_storage, self._wake.set, small_runner)
                                if self.platform.spec.scheduler.small_jobs else None,
                                console=lambda: self.cluster.kv_get(ids.CONSOLE_URL_KEY),
                                driver_resource=self.platform.spec.scheduler.driver_resource)
+        if self.drivers.small is not None:
+            self.drivers.small.available()  # its runner starts now (if it can), not at the first small job
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0

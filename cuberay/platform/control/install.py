@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -39,10 +39,13 @@ def find() -> Any | None:
         return None
 
 
-def install(platform: Mapping[str, Any], *, installer: str, replace: bool = False, timeout_s: float = 120.0) -> Any:
+def install(platform: Mapping[str, Any], *, installer: str, replace: bool = False, timeout_s: float = 120.0,
+            small_runner: Callable[[str], Any] | None = None) -> Any:
     """Create the detached controller on the head node (or return the running one); waits until it answers.
 
-    ``installer`` (who starts it) is one of the platform's admins (docs/security.md).
+    ``installer`` (who starts it) is one of the platform's admins (docs/security.md). ``small_runner`` creates the
+    small jobs' runner on a node (:func:`cuberay.runtime.small_runner.runner`); the controller calls it when its
+    platform runs small jobs, and so does a controller Ray restarts (it gets the same arguments).
     """
     if replace:
         uninstall(timeout_s=timeout_s)
@@ -52,7 +55,7 @@ def install(platform: Mapping[str, Any], *, installer: str, replace: bool = Fals
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=1000, get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(head_node_id(), soft=False))
-    handle = actor.remote(dict(platform), installer)
+    handle = actor.remote(dict(platform), installer, small_runner)
     try:
         ray.get(handle.ping.remote(Caller(user=installer)), timeout=timeout_s)
     except ray.exceptions.RayTaskError as err:

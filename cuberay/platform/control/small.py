@@ -16,11 +16,13 @@ not answer); a killed command or a lost worker fails
 only that job.
 
 The tasks are submitted by a detached actor next to the controller,
-``cuberay-small-runner`` (:mod:`cuberay.runtime.small_runner`, created with the controller by
-``cuberay up`` and ``client.install``), not by the controller itself: a Ray task dies
+``cuberay-small-runner`` (:mod:`cuberay.runtime.small_runner`), not by the controller itself: a Ray task dies
 with the process that submitted it, and small jobs must outlive a controller restart
-as Ray Jobs do. The restarted controller adopts them by submission id. Without the
-runner (a controller installed on its own) every job runs as a Ray Job.
+as Ray Jobs do. The restarted controller adopts them by submission id. The controller creates the runner as it
+starts, when its platform runs small jobs, with the function ``cuberay up`` and ``client.install`` hand it (this
+layer does not import the runtime's); Ray hands the same function to a controller it restarts, which may read a
+reloaded file that turned small jobs on. A platform with small jobs off starts no runner. Without that function
+(a controller installed on its own) every job runs as a Ray Job.
 
 The driver cap (``max_drivers``) counts these runs with the Ray Job drivers, so
 the number of jobs the controller runs at once keeps its bound.
@@ -90,10 +92,12 @@ class SmallRuns:
 
     ENDED_WAIT_S = 5.0  # one long poll of the runner; a run's end comes back as soon as it happens
 
-    def __init__(self, storage_of: Callable[[str], Path], wake: Callable[[], None], node_id: str) -> None:
+    def __init__(self, storage_of: Callable[[str], Path], wake: Callable[[], None], node_id: str,
+                 start: Callable[[str], Any] | None = None) -> None:
         self.storage_of = storage_of  # tenant name -> its storage folder
         self.wake = wake              # called when a run ends, so the controller acts at once
         self.node_id = node_id
+        self.start_runner = start     # node id -> the runner, created there unless it runs
         self._runner: Any = None
         self.runs: set[str] = set()         # submission ids in flight
         self.paths: dict[str, Path] = {}    # submission id -> its log, until its end is read
@@ -106,11 +110,16 @@ class SmallRuns:
     @property
     def handle(self) -> Any:
         if self._runner is None:
-            self._runner = ray.get_actor(RUNNER_NAME, namespace=NAMESPACE)
+            try:
+                self._runner = ray.get_actor(RUNNER_NAME, namespace=NAMESPACE)
+            except ValueError:
+                if self.start_runner is None:
+                    raise
+                self._runner = self.start_runner(self.node_id)
         return self._runner
 
     def available(self) -> bool:
-        """Whether the runner exists (looked up until found: it may be created after the controller)."""
+        """Whether the runner exists: created here if this side can, else looked up until found."""
         try:
             return self.handle is not None
         except ValueError:
