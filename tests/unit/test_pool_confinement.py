@@ -10,7 +10,7 @@ import pytest
 
 from cuberay.errors import AdmissionError
 from cuberay.platform.control.convert import job_request
-from cuberay.platform.policy.fit import check_job, tenant_quotas
+from cuberay.platform.policy.fit import check_job, pool_ledger, tenant_quotas
 from cuberay.platform.policy.scheduling import confine_to_pools
 from cuberay.platform.sim.cluster import cluster_from_pools
 from cuberay.platform.sim.engine import simulate
@@ -54,10 +54,39 @@ def test_live_requests_carry_the_pool_constraint() -> None:
     assert LABEL_POOL not in job_request("nlp-t-1", job, platform.tenant("nlp"), 0.0, "alice").worker.node_selector()
 
 
-def test_a_pool_the_job_names_itself_wins() -> None:
-    worker = parse_worker(cpu="1", labels={LABEL_POOL: "west"})
-    assert confine_to_pools(worker, ("east",)) is worker
+def test_a_pool_the_job_names_narrows_its_tenants_pools_and_never_widens_them() -> None:
+    west = parse_worker(cpu="1", labels={LABEL_POOL: "west"})
+    assert confine_to_pools(west, ("east", "west")) is west                     # one of the tenant's: kept
+    both = confine_to_pools(parse_worker(cpu="1"), ("east", "north"))  # confined again: the intersection
+    assert confine_to_pools(both, ("east", "west")).node_selector()[LABEL_POOL] == "in(east)"
+    confined = confine_to_pools(west, ("east",))                                # another tenant's: no node matches
+    assert confined.node_selector()[LABEL_POOL] == "in()"
+    nodes = pool_ledger(_platform(["east", "west"]).spec.node_pools).nodes.values()
+    assert [n.labels[LABEL_POOL] for n in nodes if n.matches(west.node_selector())] == ["west"]
+    assert not [n for n in nodes if n.matches(confined.node_selector())]
     assert confine_to_pools(parse_worker(cpu="1"), None).labels == ()
+
+
+@pytest.mark.parametrize("where", ["spec", "role"])
+def test_a_job_naming_a_pool_its_tenant_may_not_use_is_refused_at_submit_with_the_fix(where: str) -> None:
+    platform = _platform(["east"])
+    if where == "spec":
+        spec = {"command": "true", "node_selector": {LABEL_POOL: "west"}}
+        field = "spec.node_selector"
+    else:
+        spec = {"command": "true", "roles": {"chief": {"resources": {"cpu": "1"}},
+                                             "ps": {"workers": 1, "resources": {"cpu": "1"},
+                                                    "node_selector": {LABEL_POOL: "west"}}}}
+        field = "spec.roles.ps.node_selector"
+    job = load_spec({"apiVersion": "cuberay.io/v1alpha1", "kind": "TrainJob",
+                     "metadata": {"name": "escape", "tenant": "vision"}, "spec": spec})
+    with pytest.raises(AdmissionError) as err:
+        check_job(platform, job)
+    assert str(err.value).startswith(f"{field} names node pool west (cuberay.io/pool), but tenant 'vision' may use "
+                                     "only its own pools (east)."), err.value
+    assert "tenants.vision.pools" in str(err.value)
+    assert check_job(_platform(["east", "west"]), job).name == "vision"       # one of its pools: accepted
+    assert check_job(_platform(None), job).name == "vision"                   # a tenant with no pools: any
 
 
 def test_a_gang_larger_than_the_tenants_pools_can_never_run() -> None:

@@ -17,11 +17,12 @@ from cuberay.platform.policy.gang_roles import could_ever_place
 from cuberay.platform.policy.ledger import Ledger
 from cuberay.platform.policy.placement import place
 from cuberay.platform.policy.queue import JobRequest, RoleGroup
-from cuberay.platform.policy.scheduling import Policy, TenantQuota, policy_named, quota_exceeded
+from cuberay.platform.policy.scheduling import Policy, TenantQuota, named_pools, policy_named, quota_exceeded
 from cuberay.platform.policy.topology import Locality, Topology
 from cuberay.platform.policy.unplaceable import why_not
 from cuberay.platform.spec.jobs import Job
 from cuberay.platform.spec.platform_file import NodePool, Platform, Tenant
+from cuberay.platform.spec.resources import LABEL_POOL
 from cuberay.platform.spec.topology import level_pairs
 
 
@@ -94,6 +95,22 @@ def quota_problem(job: Job, tenant: Tenant) -> str | None:
     return None if problem is None else f"spec.workers: {problem}"
 
 
+def pool_problem(job: Job, tenant: Tenant) -> str | None:
+    """Why ``job`` names a node pool its tenant may not use (in spec.node_selector or a role's), or None."""
+    if tenant.pools is None:
+        return None
+    requests = [("spec.node_selector", job.worker_request())]
+    requests += [(f"spec.roles.{name}.node_selector", request) for name, request, _, _ in job.role_requests()]
+    for field, request in requests:
+        outside = sorted((named_pools(request) or frozenset()) - set(tenant.pools))
+        if outside:
+            mine = ", ".join(tenant.pools) or "none"
+            return (f"{field} names node pool {', '.join(outside)} ({LABEL_POOL}), but tenant {tenant.name!r} may "
+                    f"use only its own pools ({mine}). Name one of them, drop the pool from the selector, or ask "
+                    f"an admin to add the pool to tenants.{tenant.name}.pools")
+    return None
+
+
 def gang(job: Job, job_id: str = "") -> JobRequest:
     """The scheduler's view of ``job``'s smallest gang (its roles included), for the checks before submit."""
     roles = tuple(RoleGroup(*role) for role in job.role_requests())
@@ -137,7 +154,8 @@ def check_job(platform: Platform, job: Job, *, file: str | None = None) -> Tenan
         raise SpecError(exc.reason, file=file, path=exc.path) from None
     topology_problem(platform, job, file)
     pools = [p for p in platform.spec.node_pools if tenant.pools is None or p.name in tenant.pools]
-    for problem in (quota_problem(job, tenant), capacity_problem(job, pools, platform_topology(platform))):
+    for problem in (pool_problem(job, tenant), quota_problem(job, tenant),
+                    capacity_problem(job, pools, platform_topology(platform))):
         if problem:
             raise AdmissionError(f"{file + ': ' if file else ''}{problem}")
     return tenant

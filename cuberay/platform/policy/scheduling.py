@@ -56,16 +56,32 @@ def _listed(words: list[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def confine_to_pools(worker: WorkerRequest, pools: tuple[str, ...] | None) -> WorkerRequest:
-    """``worker`` restricted to nodes of ``pools`` (unless it names a pool itself); unchanged for None.
+def named_pools(worker: WorkerRequest) -> frozenset[str] | None:
+    """The node pools a worker's own node_selector names (``pool`` or ``in(a,b)``), or None if it names none."""
+    value = dict(worker.labels).get(LABEL_POOL)
+    if value is None:
+        return None
+    inner = value[3:-1] if value.startswith("in(") and value.endswith(")") else value
+    return frozenset(v.strip() for v in inner.split(",") if v.strip())
 
-    The same rule holds in the simulator (pool nodes carry the label), on a live Ray whose nodes carry it
-    (KubeRay worker groups set it) and in the Kueue/Volcano quotas rendered per pool.
+
+def confine_to_pools(worker: WorkerRequest, pools: tuple[str, ...] | None) -> WorkerRequest:
+    """``worker`` restricted to nodes of ``pools``; unchanged for None.
+
+    A pool the worker names itself narrows the choice, never widens it: only the named pools that are also the
+    tenant's remain (none left: no node matches; submit refuses such a job first, with the fix, and this keeps a
+    queued one confined after a reload takes a pool from its tenant). The same rule holds in the simulator (pool
+    nodes carry the label), on a live Ray whose nodes carry it (KubeRay worker groups set it) and in the
+    Kueue/Volcano quotas rendered per pool.
     """
-    if pools is None or any(key == LABEL_POOL for key, _ in worker.labels):
+    if pools is None:
         return worker
-    labels = tuple(sorted((*worker.labels, (LABEL_POOL, f"in({','.join(sorted(pools))})"))))
-    return replace(worker, labels=labels)
+    asked = named_pools(worker)
+    allowed = set(pools) if asked is None else set(pools) & asked
+    if asked is not None and allowed == asked:
+        return worker
+    rest = tuple(label for label in worker.labels if label[0] != LABEL_POOL)
+    return replace(worker, labels=tuple(sorted((*rest, (LABEL_POOL, f"in({','.join(sorted(allowed))})")))))
 
 
 @dataclass(frozen=True, slots=True)

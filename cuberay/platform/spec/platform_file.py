@@ -103,7 +103,8 @@ class Tenant(SpecModel):
     storage: str | None = Field(None, description="Storage path; default <platform storage>/<tenant name>.")
     mounts: list[Mount] = Field(default_factory=list, description='CubeStudio-style mounts, kept verbatim: '
                                                                 '"name(pvc):/mnt", "/data(hostpath):/data".')
-    pools: list[Name] | None = Field(None, description="Node pools the tenant may use; null = all of them.")
+    pools: list[Name] | None = Field(None, description="Node pools the tenant may use; null = all of them. A job "
+                                      "that names another pool in a node_selector is refused.")
     default_for: list[str] = Field(default_factory=list, description="Logins (members) whose jobs run here when "
                                    "they name no tenant and may use several: a per-member default, before "
                                    "spec.default_tenant. A login is listed in one tenant at most.")
