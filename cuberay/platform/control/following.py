@@ -31,10 +31,11 @@ NOT_FAILURES = ("preempted", LOST_EVENT)
 
 
 class Following:
-    """Driver starts and ends, for the controller's tick."""
+    """Driver starts and ends, for the controller's tick (it supplies drivers, ledger, store and waits)."""
 
     async def _start_drivers(self, now: float) -> None:
         """Start ADMITTED launcher jobs oldest first while driver slots are free."""
+        nowhere = self._no_driver_node()
         for job_id in sorted(self.drivers.awaiting, key=self.drivers.awaiting.__getitem__):
             if job_id not in self.drivers.awaiting:
                 continue  # cancelled while an earlier start was awaited
@@ -43,6 +44,9 @@ class Following:
                 self.waits.update({waiting: full for waiting in self.drivers.awaiting})
                 return
             rec = self.store.get_job(job_id)
+            if nowhere and not self.drivers.runs_small(rec):  # Ray would keep its Ray Job PENDING, saying nothing
+                self.waits[job_id] = nowhere
+                continue
             sid = conv.submission_id(job_id, rec.attempts)
             if await self._started_before_restart(rec, sid):
                 continue
@@ -64,6 +68,16 @@ class Following:
             what = self.drivers.what(sid)
             self.store.update_job(job_id, state=JobState.RUNNING, start_time=time.time(),
                                   reason=f"running as {what}", event=("started", f"{what} submitted"))
+
+    def _no_driver_node(self) -> str | None:
+        """Why no Ray Job driver can start now: no live node offers the platform's driver_resource; else None."""
+        name = self.drivers.driver_resource
+        if name is None or any(n.alive and n.capacity.get(name, 0.0) > 0 for n in self.ledger.nodes.values()):
+            return None
+        return (f"admitted; waiting for a node that offers the Ray resource {name!r}: each job driver asks one of it "
+                f"(the platform's scheduler.driver_resource) and no live node has it. Start a Ray node that offers it "
+                f"(ray start ... --resources='{{\"{name}\": 4}}'; on Kubernetes every worker group does), or set "
+                f"scheduler.driver_resource to null so that drivers run on the head")
 
     async def _started_before_restart(self, rec: JobRecord, sid: str) -> bool:
         """Adopt this attempt's Ray Job if the previous controller submitted it and died before it said RUNNING.

@@ -31,4 +31,5 @@ class SchedulerSettings(SpecModel):
         None, description="A Ray resource each job driver asks one unit of, so drivers run only on the nodes that "
                           "advertise it (worker nodes: on Kubernetes every worker group does, max_drivers each) and "
                           "the head runs none: with GCS fault tolerance a head restart then leaves running jobs "
-                          "and their drivers alone. null = drivers ask for nothing and run on the head.")
+                          "and their drivers alone; while no live node offers it, admitted jobs wait and say so. null = "
+                          "drivers ask for nothing and run on the head.")
