@@ -168,7 +168,12 @@ def up(platform_file: str | Mapping[str, Any] | None = None, address: str | None
             head = start_head() if start_head else controller_head.start(controller_head.home(),
                                                                           controller_head.head_cpus(plat))
         address = head["address"]
-    _init_ray(address, log_to_driver=False)
+    try:
+        _init_ray(address, log_to_driver=False)
+    except PlatformNotRunningError as err:
+        if head is None:
+            raise
+        raise _dead_head_error(head) from err
     handle = controller.find()
     if handle is None:
         handle = _install(controller, spec)
@@ -179,6 +184,19 @@ def up(platform_file: str | Mapping[str, Any] | None = None, address: str | None
     elif console_port is not None:
         _serve_api_on(controller, console_port)
     return str(api(timeout=60).dashboard_url())
+
+
+def _dead_head_error(head: dict[str, Any]) -> PlatformNotRunningError:
+    """What `cuberay up` says when the local head it started (or found recorded) takes no driver: Ray's raylet can
+    exit as the head starts on a loaded machine, leaving its GCS and address behind."""
+    from cuberay.platform.control import head as controller_head
+
+    logs = Path(head.get("temp_dir") or "") / "session_latest" / "logs"
+    state = "still runs" if controller_head.head_process(head) is not None else "exited as it started"
+    return PlatformNotRunningError(
+        f"no driver can join the local Ray head that `cuberay up` started at {head['address']} (it {state}). "
+        f"Why is in its start log, {head.get('log')}, and in its processes' logs, {logs} "
+        f"(raylet.err, gcs_server.err); run `cuberay down` to end what it left, then `cuberay up` again")
 
 
 def _serve_api(controller: Any, head: dict[str, Any]) -> None:

@@ -215,3 +215,32 @@ def test_down_says_it_is_down_when_it_stopped_something(monkeypatch: pytest.Monk
     monkeypatch.setattr(client, "down", lambda: True)
     assert main(["down"]) == 0
     assert capsys.readouterr().err.strip() == "cuberay is down."
+
+
+def test_up_says_its_own_head_exited_not_that_there_is_no_cluster(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A raylet can exit as the head starts on a loaded machine: `up` then names that head, its logs and the fix,
+    instead of "no Ray cluster ...; start one with `cuberay up`" (what joining a dead address says elsewhere)."""
+    import subprocess
+
+    from cuberay.errors import PlatformNotRunningError
+    from cuberay.platform.transport import ray_errors
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    head = {"pid": gone.pid, "pgid": gone.pid, "create_time": 0.0, "address": "127.0.0.1:1",
+            "log": str(tmp_path / "ray-head.log"), "temp_dir": str(tmp_path / "ray")}
+
+    def join(address: str | None, log_to_driver: bool) -> str:  # what Ray's refusal becomes (ray_call.init_ray)
+        raise ray_errors.init_error(ConnectionError("Timed out while waiting for GCS"), str(address))
+
+    monkeypatch.setattr(client, "_init_ray", join)
+    monkeypatch.setenv("CUBERAY_HOME", str(tmp_path / "home"))  # no head recorded: `up` starts one
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # `up` sets it for the head it starts; undone after the test
+    with pytest.raises(PlatformNotRunningError) as err:
+        client.up(REPO_ROOT / "configs" / "platform.yaml", start_head=lambda: head)
+    text = str(err.value)
+    assert text.startswith("no driver can join the local Ray head that `cuberay up` started at 127.0.0.1:1 (it "
+                           "exited as it started)"), text
+    assert f"{tmp_path / 'ray-head.log'}" in text and f"{tmp_path / 'ray' / 'session_latest' / 'logs'}" in text
+    assert "`cuberay down`" in text and "start one with `cuberay up`" not in text
