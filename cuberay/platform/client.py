@@ -31,6 +31,7 @@ from cuberay.platform.transport import Transport
 from cuberay.platform.transport.auto import AutoTransport
 from cuberay.platform.transport.ray_call import RayTransport, connect  # noqa: F401 (public API)
 from cuberay.platform.transport.ray_call import init_ray as _init_ray
+from cuberay.platform.transport.ray_errors import NoRayClusterError
 from cuberay.platform.transport.remote import Remote
 
 # Who calls made in this thread (context) act for, and with which driver secret, when not the process's own.
@@ -170,10 +171,10 @@ def up(platform_file: str | Mapping[str, Any] | None = None, address: str | None
         address = head["address"]
     try:
         _init_ray(address, log_to_driver=False)
-    except PlatformNotRunningError as err:
+    except NoRayClusterError as err:
         if head is None:
             raise
-        raise _dead_head_error(head) from err
+        raise controller_head.dead_head_error(head, err.seen) from err
     handle = controller.find()
     if handle is None:
         handle = _install(controller, spec)
@@ -184,19 +185,6 @@ def up(platform_file: str | Mapping[str, Any] | None = None, address: str | None
     elif console_port is not None:
         _serve_api_on(controller, console_port)
     return str(api(timeout=60).dashboard_url())
-
-
-def _dead_head_error(head: dict[str, Any]) -> PlatformNotRunningError:
-    """What `cuberay up` says when the local head it started (or found recorded) takes no driver: Ray's raylet can
-    exit as the head starts on a loaded machine, leaving its GCS and address behind."""
-    from cuberay.platform.control import head as controller_head
-
-    logs = Path(head.get("temp_dir") or "") / "session_latest" / "logs"
-    state = "still runs" if controller_head.head_process(head) is not None else "exited as it started"
-    return PlatformNotRunningError(
-        f"no driver can join the local Ray head that `cuberay up` started at {head['address']} (it {state}). "
-        f"Why is in its start log, {head.get('log')}, and in its processes' logs, {logs} "
-        f"(raylet.err, gcs_server.err); run `cuberay down` to end what it left, then `cuberay up` again")
 
 
 def _serve_api(controller: Any, head: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ import ray
 from ray.util.state import list_tasks
 
 from cuberay.platform import client
-from cuberay.platform.control.small import runner_running, task_name
+from cuberay.platform.control.small import runner_running
 from cuberay.platform.policy.states import JobState
 from tests.support import alive, wait_for
 
@@ -132,19 +132,36 @@ def _restart_controller() -> None:
     wait_for(restarted, 60, "the restarted controller to run a cycle")
 
 
-def test_a_restarted_controller_that_reads_small_jobs_on_from_a_reload_starts_their_runner(platform) -> None:
-    """The fixture's platform turns small jobs off: no runner waits beside its controller. A reload that turns them
-    on takes effect when Ray restarts the controller: it reads the reloaded file and starts the runner itself."""
-    assert not runner_running()
-    scheduler = {**platform.spec["spec"]["scheduler"], "small_jobs": True}
-    assert client.api().reload({**platform.spec, "spec": {**platform.spec["spec"], "scheduler": scheduler}}) \
-        == ["scheduler settings changed"]
-    _restart_controller()
-    assert runner_running()
-    ref = client.submit(small("after-reload", "echo small"), "a")
+def _run_small(name: str) -> str:
+    """Submit a one-worker command Task, wait for its end; how it ran (its record's message)."""
+    ref = client.submit(small(name, "echo small"), "a")
     record = wait_for(lambda: (r := client.status(ref.id)).state.is_terminal and r, 60, "the job to end")
     assert record.state == JobState.SUCCEEDED, record
-    assert f"Ray task {task_name('a', ref.id)}" in (record.message or ""), record.message  # not a Ray Job
+    return record.message or ""
+
+
+def test_a_reload_turns_small_jobs_on_and_off_and_a_restarted_controller_starts_their_runner(platform) -> None:
+    """The fixture's platform turns small jobs off: no runner waits beside its controller. A reload turns them on
+    at once (the controller starts the runner); a controller Ray restarts reads the reloaded file and starts the
+    runner again if it is gone; a reload that turns them off makes the next job a Ray Job."""
+    from cuberay.platform.control.small import remove_runner
+
+    assert not runner_running()
+    scheduler = platform.spec["spec"]["scheduler"]
+
+    def reload(on: bool) -> list[str]:
+        return client.api().reload({**platform.spec, "spec": {**platform.spec["spec"],
+                                                              "scheduler": {**scheduler, "small_jobs": on}}})
+
+    assert reload(True) == ["scheduler settings changed"]
+    assert runner_running()
+    assert "Ray task a/" in _run_small("live-on")
+    remove_runner()
+    _restart_controller()
+    assert runner_running()
+    assert "Ray task a/" in _run_small("after-restart")
+    assert reload(False) == ["scheduler settings changed"]
+    assert "Ray Job" in _run_small("live-off")
 
 
 def test_the_runner_keeps_a_read_end_for_a_controller_that_asks_again(platform) -> None:

@@ -231,8 +231,13 @@ def test_up_says_its_own_head_exited_not_that_there_is_no_cluster(tmp_path: Path
     head = {"pid": gone.pid, "pgid": gone.pid, "create_time": 0.0, "address": "127.0.0.1:1",
             "log": str(tmp_path / "ray-head.log"), "temp_dir": str(tmp_path / "ray")}
 
+    class AuthenticationError(Exception):  # how Ray names a token refusal
+        pass
+
+    refusal: list[Exception] = [ConnectionError("Timed out while waiting for GCS")]
+
     def join(address: str | None, log_to_driver: bool) -> str:  # what Ray's refusal becomes (ray_call.init_ray)
-        raise ray_errors.init_error(ConnectionError("Timed out while waiting for GCS"), str(address))
+        raise ray_errors.init_error(refusal[0], str(address))
 
     monkeypatch.setattr(client, "_init_ray", join)
     monkeypatch.setenv("CUBERAY_HOME", str(tmp_path / "home"))  # no head recorded: `up` starts one
@@ -240,7 +245,10 @@ def test_up_says_its_own_head_exited_not_that_there_is_no_cluster(tmp_path: Path
     with pytest.raises(PlatformNotRunningError) as err:
         client.up(REPO_ROOT / "configs" / "platform.yaml", start_head=lambda: head)
     text = str(err.value)
-    assert text.startswith("no driver can join the local Ray head that `cuberay up` started at 127.0.0.1:1 (it "
-                           "exited as it started)"), text
+    assert text.startswith("no driver can join the local Ray head that `cuberay up` started at 127.0.0.1:1 "
+                           "(Timed out while waiting for GCS; the head has exited)."), text
     assert f"{tmp_path / 'ray-head.log'}" in text and f"{tmp_path / 'ray' / 'session_latest' / 'logs'}" in text
     assert "`cuberay down`" in text and "start one with `cuberay up`" not in text
+    refusal[0] = AuthenticationError("token mismatch")  # any other refusal keeps its own words and fix
+    with pytest.raises(PlatformNotRunningError, match="refused this process .token mismatch.; it uses token"):
+        client.up(REPO_ROOT / "configs" / "platform.yaml", start_head=lambda: head)

@@ -97,3 +97,39 @@ def test_a_gang_larger_than_the_tenants_pools_can_never_run() -> None:
     with pytest.raises(AdmissionError):
         check_job(platform, job)
     assert check_job(_platform(None), job).name == "vision"
+
+
+def test_a_reload_may_not_take_a_pool_that_a_running_job_names_from_its_tenant(tmp_path) -> None:
+    """Such a job could never run again (confinement leaves it no node): the reload is refused, naming it."""
+    from cuberay.platform import client
+    from cuberay.platform.policy.states import JobState
+    from cuberay.platform.transport.in_process import InProcess
+    from tests.support import wait_for
+    from tests.unit.local_cluster import LocalCluster
+
+    def platform(vision_pools: list[str]) -> dict[str, Any]:
+        spec = _platform(vision_pools).model_dump(mode="json")
+        spec["spec"]["storage"] = str(tmp_path / "storage")
+        spec["spec"]["scheduler"].update(cycle_interval_s=0.1, small_jobs=False)
+        spec["spec"]["tenants"][0]["admins"] = ["ops"]
+        return spec
+
+    node = {"CPU": 16.0, "GPU": 8.0, "memory": 64.0 * 2**30}
+    cluster = LocalCluster({"east0000aaaa": node, "west0000bbbb": node},
+                           {"east0000aaaa": {LABEL_POOL: "east"}, "west0000bbbb": {LABEL_POOL: "west"}})
+    local = InProcess(platform(["east", "west"]), cluster, installer="ops")
+    try:
+        with client.using(local), client.acting_as("ops"):
+            ref = client.submit({"apiVersion": "cuberay.io/v1alpha1", "kind": "Task",
+                                 "metadata": {"name": "on-west", "tenant": "vision"},
+                                 "spec": {"command": "true", "node_selector": {LABEL_POOL: "west"}}})
+            wait_for(lambda: client.status(ref.id).state == JobState.RUNNING, 30, "the job to run")
+            assert client.status(ref.id).allocation == [{"node_id": "west0000bbbb"}]
+            with pytest.raises(AdmissionError, match=f"job.s. {ref.id} .RUNNING. name in a node_selector, so they "
+                                                     "could never run again: cancel them first or keep the pool"):
+                client.api().reload(platform(["east"]))
+            client.cancel(ref.id)
+            wait_for(lambda: client.status(ref.id).state.is_terminal, 30, "the job to end")
+            assert "tenant vision changed" in client.api().reload(platform(["east"]))
+    finally:
+        local.close()

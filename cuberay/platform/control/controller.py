@@ -116,6 +116,7 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self._wake = asyncio.Event()
         self.serving = Serving(self.store, self.cluster.serve_rest(), self._tenant_storage)  # Serve's one writer
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
+        self.small_runner = small_runner  # creates the small jobs' runner (a reload may turn them on)
         self.drivers = Drivers(self.cluster.launcher(self.platform.spec.scheduler.max_drivers),
                                self.cluster.small_runs(self._tenant_storage, self._wake.set, small_runner)
                                if self.platform.spec.scheduler.small_jobs else None,

@@ -41,6 +41,7 @@ class Drivers:
         self.launcher = launcher
         self.driver_resource = driver_resource    # each driver asks one of it: drivers run where nodes offer it
         self.small = small                        # small jobs as Ray tasks (None: every job is a Ray Job)
+        self.small_on = small is not None         # False after a reload turned them off: runs in flight go on
         self.console = console                    # the web console's address, if the head serves one
         self.by_sid: dict[str, str] = {}          # Ray submission id -> job id (launcher drivers we follow)
         self.preempted: set[str] = set()          # drivers stopped by a preemption: their STOPPED is expected
@@ -116,7 +117,7 @@ class Drivers:
                 f"{self.launcher.max_drivers} job drivers running)")
 
     def runs_small(self, rec: JobRecord) -> bool:
-        return self.small is not None and is_small(load_spec(rec.spec)) and self.small.available()
+        return self.small is not None and self.small_on and is_small(load_spec(rec.spec)) and self.small.available()
 
     def what(self, sid: str) -> str:
         """How messages name the run of ``sid``: its Ray Job, or a small job's Ray task."""

@@ -74,9 +74,11 @@ class Following:
         name = self.drivers.driver_resource
         if name is None or any(n.alive and n.capacity.get(name, 0.0) > 0 for n in self.ledger.nodes.values()):
             return None
-        return (f"admitted; waiting for a node that offers the Ray resource {name!r}: each job driver asks one of it "
-                f"(the platform's scheduler.driver_resource) and no live node has it. Start a Ray node that offers it "
-                f"(ray start ... --resources='{{\"{name}\": 4}}'; on Kubernetes every worker group does), or set "
+        slots = self.drivers.launcher.max_drivers
+        return (f"admitted; waiting for a node that offers the Ray resource {name!r}: each job driver asks one unit "
+                f"of it (the platform's scheduler.driver_resource) and no live node has it. Start a Ray node that "
+                f"offers it (ray start ... --resources='{{\"{name}\": {slots}}}'; on Kubernetes every worker group "
+                f"does), or set "
                 f"scheduler.driver_resource to null so that drivers run on the head")
 
     async def _started_before_restart(self, rec: JobRecord, sid: str) -> bool:

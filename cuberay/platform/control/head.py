@@ -132,6 +132,17 @@ def head_process(state: dict[str, Any]) -> psutil.Process | None:
     return proc
 
 
+def dead_head_error(head: dict[str, Any], seen: str) -> PlatformNotRunningError:
+    """What `cuberay up` says when nothing answers at the local head it started (or found recorded): Ray's
+    raylet can exit as the head starts on a loaded machine, leaving its address behind."""
+    logs = Path(head.get("temp_dir") or "") / "session_latest" / "logs"
+    state = "still runs" if head_process(head) is not None else "has exited"
+    return PlatformNotRunningError(
+        f"no driver can join the local Ray head that `cuberay up` started at {head['address']} ({seen}; the head "
+        f"{state}). Why is in its start log, {head.get('log')}, and in its processes' logs, {logs} (raylet.err, "
+        f"gcs_server.err); run `cuberay down` to end what it left, then the same `cuberay up` again")
+
+
 def _reap(pid: int) -> None:
     """Collect the head's exit status when this process started it."""
     try:

@@ -21,7 +21,7 @@ from cuberay.errors import AdmissionError, SpecError
 from cuberay.platform.control import convert as conv
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal
-from cuberay.platform.policy.fit import platform_policy, platform_topology, tenant_quotas
+from cuberay.platform.policy.fit import platform_policy, platform_topology, pool_problem, tenant_quotas
 from cuberay.platform.spec import Platform, load_platform, load_spec
 from cuberay.platform.spec.platform_file import masked_url
 
@@ -81,7 +81,8 @@ def changes(old: Platform, new: Platform, active: Mapping[str, int], usage: Mapp
 
 
 class Reload:
-    """The controller's reload call; it supplies platform, state, store, drivers, _lock, _submit_lock, _wake and interval_s."""
+    """The controller's reload call; it supplies platform, state, store, drivers, cluster, small_runner,
+    _tenant_storage, _lock, _submit_lock, _wake and interval_s."""
 
     @endpoint
     async def reload(self, who: Principal, platform: Mapping[str, Any]) -> list[str]:
@@ -95,11 +96,37 @@ class Reload:
             summary = changes(self.platform, new, active, self.state.usage)
             if summary == ["no change"]:
                 return summary
+            self._refuse_stranding(new)
             self._apply_platform(new)
             persist(self.cluster, new)
             self.store.add_event("platform_reloaded", f"by {who.user}: {'; '.join(summary)}")
             self._wake.set()
             return summary
+
+    def _switch_small_jobs(self, on: bool) -> None:
+        """Small jobs on or off from the next start; the runs in flight are followed to their end either way."""
+        if on and self.drivers.small is None:
+            self.drivers.small = self.cluster.small_runs(self._tenant_storage, self._wake.set, self.small_runner)
+            if self.drivers.small is not None:
+                self.drivers.small.available()  # its runner starts now, if the controller was given how
+        self.drivers.small_on = on and self.drivers.small is not None
+
+    def _refuse_stranding(self, new: Platform) -> None:
+        """AdmissionError if the new file takes from a tenant a node pool that its waiting or running jobs name."""
+        old_pools = {t.name: t.pools for t in self.platform.tenants}
+        shrunk = {t.name for t in new.tenants if t.name in old_pools and t.pools is not None
+                  and (old_pools[t.name] is None or set(old_pools[t.name]) - set(t.pools))}
+        stranded = []
+        for job in [*self.state.queue, *(r.job for r in self.state.running.values())]:
+            if job.tenant in shrunk:
+                rec = self.store.get_job(job.id)
+                if pool_problem(load_spec(rec.spec), new.tenant(rec.tenant)):
+                    stranded.append(f"{rec.id} ({rec.state.value})")
+        if stranded:
+            raise AdmissionError(f"the new file takes from their tenant a node pool that job(s) "
+                                 f"{', '.join(stranded[:10])}{' and more' if len(stranded) > 10 else ''} name in a "
+                                 f"node_selector, so they could never run again: cancel them first or keep the pool "
+                                 f"in the tenant's pools")
 
     def _apply_platform(self, new: Platform) -> None:
         self.platform = new
@@ -111,6 +138,7 @@ class Reload:
             self.state.usage.setdefault(name, {})
         self.drivers.launcher.max_drivers = new.spec.scheduler.max_drivers
         self.drivers.driver_resource = new.spec.scheduler.driver_resource
+        self._switch_small_jobs(new.spec.scheduler.small_jobs)
         self.store.upsert_tenants({t.name: t.model_dump(mode="json") for t in new.tenants})
         now = time.time()
         for queued in list(self.state.queue):  # priorities and pools come from the tenant: recompute

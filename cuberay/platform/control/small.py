@@ -19,9 +19,9 @@ The tasks are submitted by a detached actor next to the controller,
 ``cuberay-small-runner`` (:mod:`cuberay.runtime.small_runner`), not by the controller itself: a Ray task dies
 with the process that submitted it, and small jobs must outlive a controller restart
 as Ray Jobs do. The restarted controller adopts them by submission id. The controller creates the runner as it
-starts, when its platform runs small jobs, with the function ``cuberay up`` and ``client.install`` hand it (this
-layer does not import the runtime's); Ray hands the same function to a controller it restarts, which may read a
-reloaded file that turned small jobs on. A platform with small jobs off starts no runner. Without that function
+starts, when its platform runs small jobs, or at a reload that turns them on, with the function ``cuberay up`` and
+``client.install`` hand it (this layer does not import the runtime's); Ray hands the same function to a controller
+it restarts. A platform with small jobs off starts no runner. Without that function
 (a controller installed on its own) every job runs as a Ray Job.
 
 The driver cap (``max_drivers``) counts these runs with the Ray Job drivers, so

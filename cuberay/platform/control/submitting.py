@@ -21,7 +21,7 @@ from cuberay.platform.control import correcting
 from cuberay.platform.control.endpoint import endpoint
 from cuberay.platform.control.guard import Principal, token_hash
 from cuberay.platform.policy.autoscale import with_headroom
-from cuberay.platform.policy.fit import check_job
+from cuberay.platform.policy.fit import check_job, pool_problem
 from cuberay.platform.policy.states import JobState
 from cuberay.platform.spec import load_spec
 
@@ -55,7 +55,7 @@ class Submitting:
             record = self._record(job_id, owner.name, job, req, user, now, seq, correction, driver=driver,
                                   submission_id=submission_id, request_id=request_id)
             token = {"driver_token": token_hash(driver_token)} if driver == "external" and driver_token else {}
-            rule, problem = self._never_fits(job, [req])
+            rule, problem = self._never_fits(job, [req], owner)
             if problem:
                 self.store.add_job(record.model_copy(update={"state": JobState.REJECTED, "reason": problem,
                                                              "message": problem, "end_time": now}),
@@ -89,7 +89,7 @@ class Submitting:
             first = await self._seqs(owner.name, job.name, count)
             ids = [f"{owner.name}-{job.name}-{seq}" for seq in range(first, first + count)]
             reqs = [conv.job_request(job_id, job, owner, now, user) for job_id in ids]
-            rule, problem = self._never_fits(job, reqs)
+            rule, problem = self._never_fits(job, reqs, owner)
             if problem:
                 self.store.add_event("rejected", f"{count} copies of {job.kind} {job.name!r} by {user}: {problem}")
                 self.metrics.rejected(owner.name, rule)
@@ -153,11 +153,15 @@ class Submitting:
                          submit_time=now, seq=seq, gpus=req.gpus, reason="waiting for the next admission cycle",
                          correction=correction, **extra)
 
-    def _never_fits(self, job: Any, reqs: list[Any]) -> tuple[str, str | None]:
-        """(rule, reason) when the job can never run: over its tenant's max, or larger than the cluster.
+    def _never_fits(self, job: Any, reqs: list[Any], owner: Any) -> tuple[str, str | None]:
+        """(rule, reason) when the job can never run: a node pool its tenant may not use, over its tenant's max,
+        or larger than the cluster.
 
         On success every request is in the core's queue (they are copies: the first's answer is theirs).
         """
+        outside = pool_problem(job, owner)
+        if outside:
+            return "pool", outside
         try:
             check_job(conv.live_platform(self.platform), job)
         except AdmissionError as err:

@@ -104,10 +104,11 @@ def pool_problem(job: Job, tenant: Tenant) -> str | None:
     for field, request in requests:
         outside = sorted((named_pools(request) or frozenset()) - set(tenant.pools))
         if outside:
-            mine = ", ".join(tenant.pools) or "none"
-            return (f"{field} names node pool {', '.join(outside)} ({LABEL_POOL}), but tenant {tenant.name!r} may "
-                    f"use only its own pools ({mine}). Name one of them, drop the pool from the selector, or ask "
-                    f"an admin to add the pool to tenants.{tenant.name}.pools")
+            named = f"node pool {outside[0]}" if len(outside) == 1 else f"node pools {', '.join(outside)}"
+            mine = (f"only its own pools ({', '.join(tenant.pools)}). Name one of them, drop the pool from the "
+                    f"selector," if tenant.pools else "no node pool. Drop the pool from the selector")
+            return (f"{field} names {named} ({LABEL_POOL}), but tenant {tenant.name!r} may use {mine} or ask an "
+                    f"admin to add it to spec.tenants.{tenant.name}.pools in the platform file")
     return None
 
 

@@ -8,6 +8,14 @@ from cuberay.errors import ControllerRestartingError, CuberayError, PlatformNotR
 _WHERE_LOG = "its log is in the Ray dashboard (Actors tab, cuberay-controller)"
 
 
+class NoRayClusterError(PlatformNotRunningError):
+    """Nothing answered at the address: Ray's own words are in ``seen``."""
+
+    def __init__(self, message: str, seen: str) -> None:
+        super().__init__(message)
+        self.seen = seen
+
+
 def call_error(err: BaseException, method: str, timeout: float) -> CuberayError:
     """The CuberayError for a failed ``ray.get`` of the controller's ``method`` (``err`` one of Ray's)."""
     import ray
@@ -37,9 +45,9 @@ def call_error(err: BaseException, method: str, timeout: float) -> CuberayError:
 def init_error(err: BaseException, target: str) -> CuberayError:
     """The CuberayError for a failed ``ray.init(address=target)``."""
     if isinstance(err, (ConnectionError, TimeoutError)):
-        return PlatformNotRunningError(
+        return NoRayClusterError(
             f"no Ray cluster at {target} ({_first_line(err)}); start one with `cuberay up` (local) or pass the "
-            f"address of a running cluster (`--address HOST:6379` or RAY_ADDRESS)")
+            f"address of a running cluster (`--address HOST:6379` or RAY_ADDRESS)", _first_line(err))
     if type(err).__name__ == "AuthenticationError":
         return PlatformNotRunningError(
             f"the Ray cluster at {target} refused this process ({_first_line(err)}); it uses token "
