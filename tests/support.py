@@ -35,6 +35,6 @@ def alive(pid: int) -> bool:
         return False
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]  # after "pid (comm)"
-    except (FileNotFoundError, IndexError):
-        return False  # gone between the two looks
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False  # gone between the two looks (reaped while its stat was read: ESRCH)
     return state not in ("Z", "X")

@@ -52,7 +52,28 @@ def init_ray(address: str | None, log_to_driver: bool) -> str:
                  logging_level=logging.WARNING, **({"_node_ip_address": node_ip} if node_ip else {}))
     except Exception as err:  # noqa: BLE001 - every failure to join is one clear message, never a traceback
         raise ray_errors.init_error(err, target) from None
+    if not log_to_driver:
+        diagnostics_to_stderr()
     return target
+
+
+def diagnostics_to_stderr() -> None:
+    """Send what Ray's driver prints of the cluster's warnings (a task with infeasible resources, say) to stderr.
+
+    Ray prints them to stdout whatever ``log_to_driver`` says, and a command's stdout is its answer: `cuberay up -o
+    json` printed such a line before its JSON.
+    """
+    from ray._private import worker as ray_worker
+
+    original = ray_worker.print_to_stdstream
+    if getattr(original, "cuberay_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> Any:
+        return original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.cuberay_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def cluster_address(address: str | None = None) -> tuple[str, dict[str, Any] | None]:
