@@ -118,12 +118,9 @@ class Controller(Submitting, Following, Views, DriverAPI, Reload):
         self.claims = Claims()  # unique names (Serve routes, ...) of the active jobs, rebuilt by _recover
         self.small_runner = small_runner  # creates the small jobs' runner (a reload may turn them on)
         self.drivers = Drivers(self.cluster.launcher(self.platform.spec.scheduler.max_drivers),
-                               self.cluster.small_runs(self._tenant_storage, self._wake.set, small_runner)
-                               if self.platform.spec.scheduler.small_jobs else None,
                                console=lambda: self.cluster.kv_get(ids.CONSOLE_URL_KEY),
                                driver_resource=self.platform.spec.scheduler.driver_resource)
-        if self.drivers.small is not None:
-            self.drivers.small.available()  # its runner starts now (if it can), not at the first small job
+        self._switch_small_jobs(self.platform.spec.scheduler.small_jobs)  # as a reload does: one way to turn them on
         self.metrics = PlatformMetrics()
         self.waits: dict[str, str] = {}  # last cycle's reason per waiting job
         self._last_external_check = 0.0

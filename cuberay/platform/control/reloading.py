@@ -104,7 +104,8 @@ class Reload:
             return summary
 
     def _switch_small_jobs(self, on: bool) -> None:
-        """Small jobs on or off from the next start; the runs in flight are followed to their end either way."""
+        """Small jobs on or off from the next start (the controller's own start included: the runner starts now,
+        not at the first small job); the runs in flight are followed to their end either way."""
         if on and self.drivers.small is None:
             self.drivers.small = self.cluster.small_runs(self._tenant_storage, self._wake.set, self.small_runner)
             if self.drivers.small is not None:
