@@ -42,6 +42,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # make test runs own_ray tests in a process without the session cluster (tests/run_suite.py)
             raise pytest.UsageError(f"{item.nodeid} is marked own_ray but uses the session cluster (ray_cluster): "
                                     f"drop the mark, or the fixture")
+        if item.get_closest_marker("own_ray") and item.get_closest_marker("second_lane"):
+            # tests/run_suite.py runs each mark in a pytest process of its own: the test would run twice
+            raise pytest.UsageError(f"{item.nodeid} is marked both own_ray and second_lane: keep one")
     # Stable sort: keeps file order inside a tier.
     items.sort(key=lambda item: TIER_ORDER.get(_tier(item) or "", len(TIER_ORDER)))
 

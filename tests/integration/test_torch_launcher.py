@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from ray.util.state import list_actors
@@ -15,10 +17,18 @@ DIGITS = "cuberay.examples.digits:train_func"
 
 
 @pytest.fixture(autouse=True)
-def fast_train_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+def fast_train_controller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Ray Train's controller polls its workers every 2 s and each report waits for a poll;
-    Train propagates this variable from the driver to its controller."""
+    Train propagates this variable from the driver to its controller.
+
+    These tests run Train in pytest's own process, a driver that lives as long as the session. Ray Train's fit()
+    leaves a SIGINT handler that holds its controller's handle, so the controller (and the dataset actor it holds)
+    would live on, idle, on the session's cluster; the handler before the test is put back, which lets Ray end
+    them. (A job's driver exits after its run, so the platform never meets this.)"""
     monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, handler)
 
 
 def train_worker_actors(address: str) -> dict[str, str]:
