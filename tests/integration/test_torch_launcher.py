@@ -31,11 +31,18 @@ def fast_train_controller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     signal.signal(signal.SIGINT, handler)
 
 
-def train_worker_actors(address: str) -> dict[str, str]:
-    """Ray's record of every Ray Train worker actor: actor id -> node id."""
-    actors = list_actors(address=address, filters=[("class_name", "=", "RayTrainWorker")],
+def train_worker_actors(address: str, class_name: str = "RayTrainWorker") -> dict[str, str]:
+    """Ray's record of every Ray Train worker actor (or actor of ``class_name``): actor id -> node id."""
+    actors = list_actors(address=address, filters=[("class_name", "=", class_name)],
                          limit=10_000, raise_on_missing_output=False)
     return {a.actor_id: a.node_id for a in actors}
+
+
+def placement_groups() -> dict[str, str]:
+    """Every placement group Ray knows of: id -> state."""
+    import ray
+
+    return {pg_id: pg["state"] for pg_id, pg in ray.util.placement_group_table().items()}
 
 
 @pytest.mark.slow
@@ -43,6 +50,9 @@ def train_worker_actors(address: str) -> dict[str, str]:
 def test_digits_trains_on_the_pinned_nodes(ray_cluster, tmp_path: Path) -> None:
     nodes = [ray_cluster.worker_node_ids[1], ray_cluster.worker_node_ids[2]]
     before = train_worker_actors(ray_cluster.address)
+    unused = ("DatasetManager", "PlacementGroupCleaner")  # cuberay.train.trainers: the run does without them
+    unused_before = {name: set(train_worker_actors(ray_cluster.address, name)) for name in unused}
+    groups_before = placement_groups()
     result = run_train_function(
         DIGITS, config={"epochs": 5}, node_ids=nodes, resources_per_worker={"CPU": 1},
         use_gpu=False, storage_path=str(tmp_path), name=f"digits-{uuid.uuid4().hex[:6]}")
@@ -56,6 +66,11 @@ def test_digits_trains_on_the_pinned_nodes(ray_cluster, tmp_path: Path) -> None:
     assert sorted(ours.values()) == sorted(nodes)
     checkpoint = Path(result["checkpoint_path"])
     assert (checkpoint / "model.pt").is_file()
+    for name in unused:
+        assert set(train_worker_actors(ray_cluster.address, name)) == unused_before[name], name
+    # Without Ray Train's placement-group cleaner, the run's group is still removed when the run ends.
+    new_groups = {pg: state for pg, state in placement_groups().items() if pg not in groups_before}
+    assert new_groups and set(new_groups.values()) == {"REMOVED"}, new_groups
     assert str(checkpoint).startswith(result["path"]) and result["path"].startswith(str(tmp_path))
 
 
