@@ -25,10 +25,6 @@ from cuberay.platform.policy.states import JobState
 from tests.integration.test_train_recovery import FINAL, kill_one_worker_after_a_checkpoint, train_workers
 from tests.support import wait_for
 
-# make test runs it in its second lane, beside the rest (tests/run_suite.py): by CPU (measured alone, 2026-12-07)
-# the two lanes were 1,390 s and 1,030 s, and this module's 185 s evens them.
-pytestmark = pytest.mark.second_lane
-
 FRAMEWORKS = Path(__file__).resolve().parents[2] / "configs" / "frameworks"
 MPI_OK = re.compile(r"mpi allreduce ok rank=(\d+) size=(\d+) sum=(\d+) node=(\w+) agent=(\S+) gang_rank=-")
 JAX_OK = re.compile(r"jax collective ok process=(\d+) processes=(\d+) devices=\d+ sum=(\d+) node=(\w+)")
@@ -77,6 +73,7 @@ def run_losing_a_worker(doc: dict[str, Any], ray_cluster, job_client) -> tuple[A
     return kill_one_worker_after_a_checkpoint(client.submit(doc), ray_cluster, job_client, before)
 
 
+@pytest.mark.second_lane  # the TensorFlow runs even out make test's lanes (tests/run_suite.py)
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_tensorflow_multiworker_trains_and_resumes_after_a_lost_worker(platform, ray_cluster, job_client) -> None:
@@ -161,6 +158,7 @@ def _cpu_pool_nodes() -> list[str]:
     return [n["NodeID"] for n in ray.nodes() if n["Alive"] and (n.get("Labels") or {}).get("cuberay.io/pool") == "cpu"]
 
 
+@pytest.mark.second_lane  # the TensorFlow runs even out make test's lanes (tests/run_suite.py)
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_parameter_server_roles_train_with_the_ps_on_the_cpu_node_its_role_names(platform, ray_cluster,
