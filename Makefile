@@ -51,12 +51,12 @@ demo: venv
 
 # Tiers run in their own pytest processes: unit tests must never see a Ray cluster, and the integration tier
 # shares one cluster for its whole session. tests/run_suite.py runs them in two lanes side by side: the unit tier
-# and then the integration tests on the session cluster in one, the integration tests that start a Ray of their
-# own (marked own_ray) and those marked second_lane in the other. Every tier runs even if an earlier one fails
-# (one CI run shows all failures); the target fails if any tier did. The e2e tier skips itself unless enabled (see
-# tests/e2e) and goes first. Within a lane the tests run one at a time: two session clusters on one machine
-# (pytest-xdist workers) confuse processes that look for "the" local cluster, and on 2 cores they were no faster
-# (measured 2026-12-01: 24 min against 19).
+# and then the integration tests on the session cluster in one; in the other, those marked second_lane (on a
+# session cluster of that lane's own), then the integration tests that start a Ray of their own (marked own_ray).
+# Every tier runs even if an earlier one fails (one CI run shows all failures); the target fails if any tier did.
+# The e2e tier skips itself unless enabled (see tests/e2e) and goes first. Within a lane the tests run one at a
+# time: two session clusters on one machine (pytest-xdist workers) confuse processes that look for "the" local
+# cluster, and on 2 cores they were no faster (measured 2026-12-01: 24 min against 19).
 test: venv frameworks
 	$(BIN)/python tests/run_suite.py
 
