@@ -206,7 +206,10 @@ class Reserving:
         """The gang of the highest priority that has waited longest in all, if past ``overdue_after_s``.
 
         Only jobs submitted at least that long ago can qualify, and bucket entries
-        are in submission order, so each bucket is read only as far as those.
+        are in submission order, so each bucket is read only as far as those. A bucket
+        is one gang shape and one priority, so whether its jobs may reserve at all (and
+        span nodes) is read from its first job: on a long replay most buckets are
+        skipped whole instead of job by job.
         """
         limit = self.p.overdue_after_s
         assert limit is not None
@@ -215,13 +218,16 @@ class Reserving:
         found: JobRequest | None = None
         queue = self.s.queue
         for b in queue.buckets():
-            if b.entries[0][0] > cutoff or not worth_reserving(queue.get(b.entries[0][2])):  # type: ignore[arg-type]
-                continue  # one gang shape per bucket: a 1-card single worker never reserves
+            head = queue.get(b.entries[0][2])
+            if b.entries[0][0] > cutoff or head is None or not worth_reserving(head):
+                continue  # a 1-card single worker never reserves
+            if self.p.overdue_multi_node_only and not spans_nodes(self.s.ledger, head):
+                continue
             for submit, _, job_id in b.entries:
                 if submit > cutoff:
                     break
                 job = queue.get(job_id)
-                if job is None or not self._overdue(job):
+                if job is None or waited(job, self.now) < limit:
                     continue
                 key = self._reserve_order(job)
                 if best is None or key < best:
