@@ -25,6 +25,7 @@ Every tier runs even if another fails; the exit code is 1 if any did, and the la
 
 from __future__ import annotations
 
+import compileall
 import os
 import subprocess
 import sys
@@ -64,7 +65,23 @@ def _own_env(prefix: str) -> tuple[dict[str, str], list[str]]:
     return env, [f"--basetemp={root / 'p'}"]
 
 
+def _cache_bytecode() -> None:
+    """Let the suite's processes keep compiled bytecode, and compile this checkout's sources once, up front.
+
+    About a thousand processes (job drivers, Ray workers, CLI runs) import cuberay during the suite. Where the
+    environment sets PYTHONDONTWRITEBYTECODE (as CI's does), Python never caches the checkout's bytecode (pip
+    compiled the installed packages'), so each of them compiled cuberay's modules from source again: ~0.1 CPU s
+    a process (measured 2026-12-07), and pytest re-did its assertion rewriting of every test module in each of
+    its four processes (collecting both tiers: 14.5 CPU s against 8.7 s with its cache). The caches go to
+    __pycache__ folders, which git ignores.
+    """
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # every tier's environment starts from this one
+    for folder in ("cuberay", "tests"):
+        compileall.compile_dir(REPO / folder, quiet=1, workers=0)
+
+
 def main() -> int:
+    _cache_bytecode()
     results = [_run("e2e tier", ["tests/e2e", "--durations=5"], dict(os.environ), None)]
     log = Path(tempfile.mkstemp(prefix="cuberay-lane2-", suffix=".log")[1])
     lane2: list[tuple[str, int, float]] = []
