@@ -62,7 +62,9 @@ def _lean(trainer: type) -> type:
         return trainer
 
     def _create_default_callbacks(self: Any) -> list:
-        unused = set(UNUSED_CALLBACKS) - (set() if not getattr(self, "datasets", None) else {"DatasetsCallback"})
+        unused = set(UNUSED_CALLBACKS)
+        if getattr(self, "datasets", None):
+            unused.discard("DatasetsCallback")  # this run does pass Ray Datasets
         return [c for c in trainer._create_default_callbacks(self) if type(c).__name__ not in unused]
 
     # The same name and module in logs and the dashboard as Ray's own class.

@@ -31,8 +31,8 @@ def fast_train_controller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     signal.signal(signal.SIGINT, handler)
 
 
-def train_worker_actors(address: str, class_name: str = "RayTrainWorker") -> dict[str, str]:
-    """Ray's record of every Ray Train worker actor (or actor of ``class_name``): actor id -> node id."""
+def actors_of(address: str, class_name: str = "RayTrainWorker") -> dict[str, str]:
+    """Ray's record of every actor of ``class_name`` (by default Ray Train's workers): actor id -> node id."""
     actors = list_actors(address=address, filters=[("class_name", "=", class_name)],
                          limit=10_000, raise_on_missing_output=False)
     return {a.actor_id: a.node_id for a in actors}
@@ -49,9 +49,9 @@ def placement_groups() -> dict[str, str]:
 @pytest.mark.timeout(240)
 def test_digits_trains_on_the_pinned_nodes(ray_cluster, tmp_path: Path) -> None:
     nodes = [ray_cluster.worker_node_ids[1], ray_cluster.worker_node_ids[2]]
-    before = train_worker_actors(ray_cluster.address)
+    before = actors_of(ray_cluster.address)
     unused = ("DatasetManager", "PlacementGroupCleaner")  # cuberay.train.trainers: the run does without them
-    unused_before = {name: set(train_worker_actors(ray_cluster.address, name)) for name in unused}
+    unused_before = {name: set(actors_of(ray_cluster.address, name)) for name in unused}
     groups_before = placement_groups()
     result = run_train_function(
         DIGITS, config={"epochs": 5}, node_ids=nodes, resources_per_worker={"CPU": 1},
@@ -62,12 +62,12 @@ def test_digits_trains_on_the_pinned_nodes(ray_cluster, tmp_path: Path) -> None:
     # Each worker's own ray.get_runtime_context().get_node_id(), gathered in the job ...
     assert sorted(metrics["node_ids"]) == sorted(nodes)
     # ... and Ray's actor table: this run's two train workers lived on exactly those nodes.
-    ours = {a: n for a, n in train_worker_actors(ray_cluster.address).items() if a not in before}
+    ours = {a: n for a, n in actors_of(ray_cluster.address).items() if a not in before}
     assert sorted(ours.values()) == sorted(nodes)
     checkpoint = Path(result["checkpoint_path"])
     assert (checkpoint / "model.pt").is_file()
     for name in unused:
-        assert set(train_worker_actors(ray_cluster.address, name)) == unused_before[name], name
+        assert set(actors_of(ray_cluster.address, name)) == unused_before[name], name
     # Without Ray Train's placement-group cleaner, the run's group is still removed when the run ends.
     new_groups = {pg: state for pg, state in placement_groups().items() if pg not in groups_before}
     assert new_groups and set(new_groups.values()) == {"REMOVED"}, new_groups

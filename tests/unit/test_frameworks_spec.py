@@ -13,7 +13,7 @@ from cuberay.cli import main
 from cuberay.errors import SpecError
 from cuberay.platform.spec import job_schema, load_spec
 from cuberay.train import mpi
-from cuberay.train.trainers import TRAINERS, trainer_class
+from cuberay.train.trainers import TRAINERS, _lean, trainer_class
 
 REPO = Path(__file__).resolve().parents[2]
 FRAMEWORKS = REPO / "configs" / "frameworks"
@@ -133,6 +133,25 @@ def test_a_framework_not_installed_says_what_to_install(monkeypatch: pytest.Monk
         trainer_class("tensorflow")
     with pytest.raises(SpecError, match="not one of torch"):
         trainer_class("mxnet")
+
+
+def test_the_lean_trainer_drops_the_unused_helpers_and_keeps_the_dataset_one_when_datasets_are_passed() -> None:
+    # Stand-ins named as Ray Train's default callbacks: the subclass filters them by class name.
+    made = {name: type(name, (), {}) for name in ("DatasetsCallback", "PlacementGroupCleanerCallback", "Metrics")}
+
+    class Trainer:
+        def __init__(self, datasets: dict | None = None) -> None:
+            self.datasets = datasets
+
+        def _create_default_callbacks(self) -> list:
+            return [cls() for cls in made.values()]
+
+    lean = _lean(Trainer)
+    assert lean.__name__ == "Trainer" and issubclass(lean, Trainer)
+    assert [type(c).__name__ for c in lean()._create_default_callbacks()] == ["Metrics"]
+    assert [type(c).__name__ for c in lean({"train": object()})._create_default_callbacks()] == [
+        "DatasetsCallback", "Metrics"]
+    assert _lean(object) is object  # a trainer without the hook runs as Ray made it
 
 
 # ---------------------------------------------------------------- the MPI launcher's files and names
