@@ -69,8 +69,8 @@ def _cache_bytecode() -> None:
     """Let the suite's processes keep compiled bytecode, and compile this checkout's sources once, up front.
 
     About a thousand processes (job drivers, Ray workers, CLI runs) import cuberay during the suite. Where the
-    environment sets PYTHONDONTWRITEBYTECODE (as CI's does), Python never caches the checkout's bytecode (pip
-    compiled the installed packages'), so each of them compiled cuberay's modules from source again: ~0.1 CPU s
+    environment sets PYTHONDONTWRITEBYTECODE (as CI's does), Python never caches the checkout's bytecode (the venv's
+    packages are compiled at install), so each of them compiled cuberay's modules from source again: ~0.1 CPU s
     a process (measured 2026-12-07), and pytest re-did its assertion rewriting of every test module in each of
     its four processes (collecting both tiers: 14.5 CPU s against 8.7 s with its cache). The caches go to
     __pycache__ folders, which git ignores.
