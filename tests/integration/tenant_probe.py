@@ -1,6 +1,8 @@
 """What a user's script sees of a local tenant cluster (run by test_tenant_cluster.py in the cluster's env).
 
-``python -m tests.integration.tenant_probe ACTION [ARGS]`` prints one JSON object:
+``python -m tests.integration.tenant_probe ACTION [ARGS]`` writes one JSON object to the file named by
+``TENANT_PROBE_OUT`` (not to stdout: this driver's Ray prints the raylet's warnings there from a thread of its
+own, at any time, also after the answer):
 
 - ``nodes``: the live Ray nodes, id -> labels, and the cluster constraint Ray's autoscaler holds;
 - ``run SPEC...``: submits each spec file and watches until every job ends: each job's reasons, the nodes its
@@ -15,8 +17,10 @@ The autoscaler's view is read from Ray (``ray.autoscaler.v2.sdk.get_cluster_stat
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -101,4 +105,4 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1:])))
+    Path(os.environ["TENANT_PROBE_OUT"]).write_text(json.dumps(main(sys.argv[1:])))

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -50,11 +51,12 @@ class TenantCluster:
                               capture_output=True, text=True, timeout=timeout)
 
     def probe(self, *argv: str) -> dict[str, Any]:
+        out = self.root / f"probe-{uuid.uuid4().hex[:8]}.json"
         result = subprocess.run([sys.executable, "-m", "tests.integration.tenant_probe", *argv],
-                                env={**self.env, "RAY_AUTH_MODE": "token"}, cwd=REPO_ROOT, capture_output=True,
-                                text=True, timeout=420)
+                                env={**self.env, "RAY_AUTH_MODE": "token", "TENANT_PROBE_OUT": str(out)},
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=420)
         assert result.returncode == 0, result.stdout + result.stderr
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        return json.loads(out.read_text())
 
     @property
     def head(self) -> dict[str, Any]:
