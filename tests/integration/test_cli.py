@@ -59,6 +59,7 @@ def py(code: str) -> str:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.small_jobs  # one-worker Tasks, read through cuberay only
 def test_submit_wait_status_logs_and_history(platform, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = task_file(tmp_path, "cli-ok", py("print('cli-marker', flush=True)"))
     code, out, err = cli(capsys, "submit", str(spec), "--wait", "-o", "json")
@@ -84,6 +85,7 @@ def test_submit_wait_status_logs_and_history(platform, tmp_path: Path, capsys: p
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.small_jobs  # one-worker Tasks, read through cuberay only
 def test_submit_prints_next_steps_and_wait_exits_1_on_failure(platform, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     spec = task_file(tmp_path, "cli-fail", py("import sys; sys.exit(3)"))
@@ -96,6 +98,7 @@ def test_submit_prints_next_steps_and_wait_exits_1_on_failure(platform, tmp_path
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.small_jobs  # one-worker Tasks, read through cuberay only
 def test_submit_count_queues_copies_that_each_run_once(platform, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     spec = task_file(tmp_path, "cli-copies", py("print('copy-ran', flush=True)"))

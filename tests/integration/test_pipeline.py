@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import ray
 
 import cuberay.pipelines as pipelines
@@ -13,6 +14,10 @@ from cuberay.platform import client
 from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
+
+# Steps are one-worker command Tasks, which the platform runs as small jobs by default; nothing here reads a
+# step's Ray Job, so the steps run that way (tests/integration/conftest.py, ``platform``).
+pytestmark = pytest.mark.small_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "configs" / "pipelines" / "fan-out.yaml"

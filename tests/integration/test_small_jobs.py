@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import ray
 from ray.util.state import list_tasks
 
@@ -27,7 +28,8 @@ CAP = 2
 
 
 def small_jobs_on(platform, max_drivers: int = 8) -> None:
-    """The session's platform with small jobs on (the shared fixture keeps every job a Ray Job)."""
+    """The session's platform reloaded with small jobs on and another driver cap (a test marked ``small_jobs``
+    gets small jobs from the start: tests/integration/conftest.py, ``platform``)."""
     scheduler = {**platform.spec["spec"]["scheduler"], "small_jobs": True, "max_drivers": max_drivers}
     client.install({**platform.spec, "spec": {**platform.spec["spec"], "scheduler": scheduler}}, replace=True)
 
@@ -74,8 +76,8 @@ def test_small_jobs_keep_identity_logs_and_the_cap(platform, tmp_path: Path) -> 
     assert most <= CAP, f"{most} small jobs ran at once; the cap is {CAP}"
 
 
+@pytest.mark.small_jobs
 def test_stopping_or_killing_one_small_job_leaves_the_others_running(platform, tmp_path: Path) -> None:
-    small_jobs_on(platform)
     pids = tmp_path / "pids"
     pids.mkdir()
     command = f"echo $$ > {pids}/$KFJ_TASK_ID; exec sleep 600"
@@ -105,8 +107,8 @@ def test_stopping_or_killing_one_small_job_leaves_the_others_running(platform, t
     wait_for(lambda: not alive(pid_of(kept.id)), 30, "the kept job's command to be killed")
 
 
+@pytest.mark.small_jobs
 def test_a_small_job_survives_a_controller_restart(platform, tmp_path: Path) -> None:
-    small_jobs_on(platform)
     marker = tmp_path / "started"
     ref = client.submit(small("survivor", f"touch {marker}; exec sleep 600"), "a")
     wait_for(marker.exists, 60, "the small job to start")
@@ -164,12 +166,12 @@ def test_a_reload_turns_small_jobs_on_and_off_and_a_restarted_controller_starts_
     assert "Ray Job" in _run_small("live-off")
 
 
+@pytest.mark.small_jobs
 def test_the_runner_keeps_a_read_end_for_a_controller_that_asks_again(platform) -> None:
     """A controller may die after reading a run's end and before storing it: its successor asks again."""
     from cuberay.platform.control.head import NAMESPACE
     from cuberay.platform.control.small import RUNNER_NAME
 
-    small_jobs_on(platform)
     ref = client.submit(small("asked-twice", "echo once"), "a")
     record = wait_for(lambda: (r := client.status(ref.id)).state.is_terminal and r, 60, "the job to end")
     assert record.state == JobState.SUCCEEDED, record
