@@ -10,10 +10,14 @@ say (tests/readme_commands.py): `make demo` and `make test`, and commands marked
 
 The platform it starts is the README's own (`cuberay up`): a local head of its own beside the session's cluster,
 stopped by the README's `cuberay down` (or here, if a command failed before it).
+
+Where a README command is the suite's only run of something, its output is checked here too (``CHECKS``), so the
+suite runs it once: the NNI experiment import (eight trials of the experiment file's own trial command).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -46,20 +51,35 @@ def _newcomer_env(root: Path) -> dict[str, str]:
     return env
 
 
-def _run(command: Command, env: dict[str, str], cwd: Path, env_file: Path) -> tuple[int, str, dict[str, str]]:
-    """Run one command in bash; its exit code, its output, and the environment it leaves for the next."""
+def _run(command: Command, env: dict[str, str], cwd: Path, env_file: Path) -> tuple[int, str, str, dict[str, str]]:
+    """Run one command in bash; its exit code, its stdout, its stderr, and the environment it leaves for the
+    next."""
     script = f"{command.text}\n__rc=$?\nenv -0 > {env_file}\nexit $__rc\n"
     proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=COMMAND_TIMEOUT_S)
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return -1, f"{out}\n[no end after {COMMAND_TIMEOUT_S} s: killed]", env
+        out, err = proc.communicate()
+        return -1, out, f"{err}\n[no end after {COMMAND_TIMEOUT_S} s: killed]", env
     left = dict(item.split("=", 1) for item in env_file.read_text().split("\0") if "=" in item) \
         if env_file.exists() else env
-    return proc.returncode, out, left
+    return proc.returncode, out, err, left
+
+
+def _nni_import_outcome(stdout: str) -> None:
+    """configs/tune/experiment.yml (searchSpaceFile, trialCommand run unchanged, TPE, Medianstop) ran its eight
+    trials and found a best value and config; stdout holds the outcome and nothing else."""
+    outcome = json.loads(stdout)
+    assert outcome["state"] == "SUCCEEDED" and outcome["trials"] == 8, outcome
+    assert 0.5 < outcome["best_value"] <= 1.0 and set(outcome["best_config"]) == {"lr", "alpha", "epochs"}, outcome
+
+
+# README command -> a check of its stdout, for the commands no other test runs.
+CHECKS: dict[str, Callable[[str], None]] = {
+    "cuberay tune import configs/tune/experiment.yml --wait -o json": _nni_import_outcome,
+}
 
 
 # The whole README, every command after the other, takes about 8 minutes on 2 cores; a CI runner
@@ -73,17 +93,22 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
     env = _newcomer_env(tmp_path)
     commands = [c for c in readme_commands() if c.runs_here]
     assert len(commands) >= 40, f"only {len(commands)} README commands found: is the parser still right?"
+    gone = set(CHECKS) - {c.text for c in commands}
+    assert not gone, f"checked here but no longer in the README as written: {sorted(gone)}; check its new wording"
     done: list[str] = []
     try:
         for command in commands:
             started = time.monotonic()
-            rc, out, env = _run(command, env, work, tmp_path / "env")
+            rc, out, err, env = _run(command, env, work, tmp_path / "env")
             took = time.monotonic() - started
             done.append(f"  {took:6.1f} s  rc {rc}  README:{command.line}  {command.text}")
             assert rc == command.exits, (
                 f"README line {command.line}: `{command.text}` exited {rc}, expected {command.exits}\n"
-                f"--- its output (last 4000 characters) ---\n{out[-4000:]}\n"
+                f"--- its stdout (last 4000 characters) ---\n{out[-4000:]}\n"
+                f"--- its stderr (last 4000 characters) ---\n{err[-4000:]}\n"
                 f"--- the commands so far ---\n" + "\n".join(done))
+            if command.text in CHECKS:
+                CHECKS[command.text](out)
         print("README commands:\n" + "\n".join(done))
     finally:
         subprocess.run(["bash", "-c", "cuberay down"], cwd=work, env=env, capture_output=True, timeout=300)

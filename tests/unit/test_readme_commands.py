@@ -60,3 +60,12 @@ def test_the_readme_commands_can_run_as_written() -> None:
     assert 0 < len(marked) <= 6, [c.text for c in marked]  # "at most a handful", each visible in the README
     assert {c.text for c in found if c.text.startswith("make ")} == {"make demo", "make test"}
     assert any(c.text.startswith("cuberay down") for c in runs[-3:]), "the README ends by stopping the platform"
+
+
+def test_every_output_check_of_the_walk_through_names_a_readme_command_as_written() -> None:
+    """The walk-through checks some commands' output (it is the suite's only run of them): a README edit that
+    rewords one must move its check along, or that run would go unchecked."""
+    from tests.integration.test_readme import CHECKS
+
+    runs = {c.text for c in readme_commands() if c.runs_here}
+    assert CHECKS and set(CHECKS) <= runs, sorted(set(CHECKS) - runs)
