@@ -158,7 +158,6 @@ def _cpu_pool_nodes() -> list[str]:
     return [n["NodeID"] for n in ray.nodes() if n["Alive"] and (n.get("Labels") or {}).get("cuberay.io/pool") == "cpu"]
 
 
-@pytest.mark.second_lane  # the TensorFlow runs even out make test's lanes (tests/run_suite.py)
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_parameter_server_roles_train_with_the_ps_on_the_cpu_node_its_role_names(platform, ray_cluster,
