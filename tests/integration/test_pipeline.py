@@ -15,10 +15,6 @@ from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.policy.states import JobState
 from tests.support import wait_for
 
-# Steps are one-worker command Tasks, which the platform runs as small jobs by default; nothing here reads a
-# step's Ray Job, so the steps run that way (tests/integration/conftest.py, ``platform``).
-pytestmark = pytest.mark.small_jobs
-
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "configs" / "pipelines" / "fan-out.yaml"
 
@@ -41,6 +37,9 @@ def _controller():
     return client.connect()
 
 
+# Its steps are one-worker command Tasks, which the platform runs as small jobs by default; nothing here reads
+# a step's Ray Job (tests/integration/conftest.py, ``platform``).
+@pytest.mark.small_jobs
 def test_fan_out_fan_in_example_and_a_timeout(platform, ray_cluster) -> None:
     example = pipelines.submit(EXAMPLE, "a")["run"]
     slow = pipelines.submit(pipeline("slow", [{"name": "sleepy", "timeout": 3, "job": task("sleep 120")}]),
@@ -89,6 +88,9 @@ def test_fan_out_fan_in_example_and_a_timeout(platform, ray_cluster) -> None:
         "train-a", "train-b", "train-c"}
 
 
+# Its steps are one-worker command Tasks, which the platform runs as small jobs by default; nothing here reads
+# a step's Ray Job (tests/integration/conftest.py, ``platform``).
+@pytest.mark.small_jobs
 def test_a_run_survives_a_controller_restart_without_rerunning_finished_steps(platform) -> None:
     spec = pipeline("restart", [
         {"name": "first", "job": task("python -c \"import cuberay.outputs as o; o.set('n', 1)\"")},
@@ -123,6 +125,7 @@ def _restarted(platform, old_pid: int) -> bool:
     return info["pid"] != old_pid and info["ticks"] > 0
 
 
+# Its steps run as Ray Jobs, the platform fixture's default: the values pass through a driver's command line.
 def test_hostile_params_and_outputs_reach_the_steps_programs_as_literal_text(platform, tmp_path) -> None:
     canary = tmp_path / "pwned"
     evil = f"x'\"; touch {canary}; $(touch {canary}) `touch {canary}`\n-rf * $HOME"

@@ -108,7 +108,13 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
                 f"--- its stderr (last 4000 characters) ---\n{err[-4000:]}\n"
                 f"--- the commands so far ---\n" + "\n".join(done))
             if command.text in CHECKS:
-                CHECKS[command.text](out)
+                try:
+                    CHECKS[command.text](out)
+                except (AssertionError, ValueError, KeyError, TypeError) as failed:  # ValueError: no JSON on stdout
+                    raise AssertionError(
+                        f"README line {command.line}: `{command.text}` ran, but its output is not what it should be: "
+                        f"{failed!r}\n--- its stdout (last 4000 characters) ---\n{out[-4000:]}\n"
+                        f"--- its stderr (last 4000 characters) ---\n{err[-4000:]}") from failed
         print("README commands:\n" + "\n".join(done))
     finally:
         subprocess.run(["bash", "-c", "cuberay down"], cwd=work, env=env, capture_output=True, timeout=300)

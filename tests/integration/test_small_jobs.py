@@ -28,8 +28,8 @@ CAP = 2
 
 
 def small_jobs_on(platform, max_drivers: int = 8) -> None:
-    """The session's platform reloaded with small jobs on and another driver cap (a test marked ``small_jobs``
-    gets small jobs from the start: tests/integration/conftest.py, ``platform``)."""
+    """The session's platform reinstalled with small jobs on and the given driver cap (a test marked
+    ``small_jobs`` gets small jobs from the start: tests/integration/conftest.py, ``platform``)."""
     scheduler = {**platform.spec["spec"]["scheduler"], "small_jobs": True, "max_drivers": max_drivers}
     client.install({**platform.spec, "spec": {**platform.spec["spec"], "scheduler": scheduler}}, replace=True)
 
