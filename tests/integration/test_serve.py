@@ -296,36 +296,35 @@ def test_rollback_after_a_finished_rollout_returns_to_the_weights_before_it(serv
     assert (last.user, last.action) == ("tester", "rollback") and "before its last rollout" in last.note
 
 
-def test_the_custom_code_example_serves_its_two_versions_then_rolls_out_beside_another_app(served) -> None:
-    """configs/jobs/serve-echo.yaml as written (in tenant a) answers from both its versions, 90/10; then it and
-    digits-serve roll out at once. Each step of each rollout is a change of Serve's whole declarative config:
-    both must land. (One deploy of the example for both checks: a deploy's replicas cost about 20 CPU s here.)"""
-    record = ops.deploy_app(load_spec(EXAMPLES / "serve-echo.yaml").with_tenant("a"), wait_s=400)
-    echo_url = f"http://127.0.0.1:{served['port']}/echo"
+def _echo_app(name: str) -> dict[str, Any]:
+    """configs/jobs/serve-echo.yaml in tenant a under another name and route, judged on a single request."""
+    app = load_spec(EXAMPLES / "serve-echo.yaml").with_tenant("a").model_dump(mode="json")
+    app["metadata"]["name"], app["spec"]["route_prefix"] = name, f"/{name}"
+    app["spec"]["rollout"] = {"min_requests": 1}
+    return app
+
+
+def test_two_rollouts_of_different_apps_at_once_both_take_effect(served) -> None:
+    """Each step of each rollout is a change of Serve's whole declarative config: both must land."""
+    second = ops.deploy_app(_echo_app("echo-rollouts"), wait_s=400)
+    assert second.state == JobState.RUNNING, second.reason
+    echo_url = f"http://127.0.0.1:{served['port']}/echo-rollouts"
     steps = 8
     try:
-        assert record.state == JobState.RUNNING, record.reason
-        answers = [requests.post(echo_url, json={"n": i}, timeout=60) for i in range(20)]
-        assert [r.status_code for r in answers] == [200] * 20
-        assert Counter(r.json()["version"] for r in answers) == {"v1": 18, "v2": 2}  # 90/10, exact per cycle
-        assert all(r.json()["version"] == r.headers["x-cuberay-version"] for r in answers)
-        assert answers[3].json()["echo"] == '{"n": 3}'
-
-        before = {app: len(ops.history(app, "a")) for app in ("digits-serve", "echo-serve")}
+        before = {app: len(ops.history(app, "a")) for app in ("digits-serve", "echo-rollouts")}
         with _traffic_to(served["url"], echo_url), ThreadPoolExecutor(2) as pool:
             rollouts = [pool.submit(ops.run_rollout, app, "v2", "a", steps=steps, interval_s=0.5,
-                                    say=lambda line: None) for app in ("digits-serve", "echo-serve")]
+                                    say=lambda line: None) for app in ("digits-serve", "echo-rollouts")]
             outcomes = [r.result(timeout=900) for r in rollouts]
         assert [o.completed for o in outcomes] == [True, True], [o.reason for o in outcomes]
         assert traffic_of(deploy.deployed_config("a-digits-serve"))["weights"] == {"v1": 0, "v2": 100, "v3": 0}
-        assert traffic_of(deploy.deployed_config("a-echo-serve"))["weights"] == {"v1": 0, "v2": 100}
-        for app in ("digits-serve", "echo-serve"):
+        assert traffic_of(deploy.deployed_config("a-echo-rollouts"))["weights"] == {"v1": 0, "v2": 100}
+        for app in ("digits-serve", "echo-rollouts"):
             new = ops.history(app, "a")[before[app]:]
             assert [c.action for c in new] == ["rollout"] * steps, [(c.action, c.note) for c in new]
             assert new[-1].weights["v2"] == 100
     finally:
-        ops.delete("echo-serve", "a")
-    assert deploy.app_status("a-echo-serve") is None
+        ops.delete("echo-rollouts", "a")
 
 
 def test_bad_input_is_refused_before_anything_is_submitted(served) -> None:
@@ -358,6 +357,22 @@ def test_a_taken_route_or_name_is_refused_by_the_controller_on_every_path(served
             assert code == 3, (argv, capsys.readouterr())
             assert message in " ".join(capsys.readouterr().err.split()), argv
     assert {r.id for r in client.list_jobs()} == before  # nothing queued, not even as REJECTED
+
+
+def test_the_custom_code_example_serves_its_two_versions(served) -> None:
+    app = load_spec(EXAMPLES / "serve-echo.yaml").with_tenant("a")
+    record = ops.deploy_app(app, wait_s=400)
+    try:
+        assert record.state == JobState.RUNNING, record.reason
+        url = f"http://127.0.0.1:{served['port']}/echo"
+        answers = [requests.post(url, json={"n": i}, timeout=60) for i in range(20)]
+        assert [r.status_code for r in answers] == [200] * 20
+        assert Counter(r.json()["version"] for r in answers) == {"v1": 18, "v2": 2}  # 90/10, exact per cycle
+        assert all(r.json()["version"] == r.headers["x-cuberay-version"] for r in answers)
+        assert answers[3].json()["echo"] == '{"n": 3}'
+    finally:
+        ops.delete("echo-serve", "a")
+    assert deploy.app_status("a-echo-serve") is None
 
 
 def test_the_demo_serves_the_model_it_trained_and_queries_it(served) -> None:
