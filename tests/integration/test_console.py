@@ -100,7 +100,6 @@ def test_the_queue_a_job_page_and_who_may_cancel(console: Console, platform: Any
     console.assert_clean()
 
 
-@pytest.mark.small_jobs  # its steps are one-worker Tasks, as the platform runs them by default
 def test_a_pipeline_runs_step_by_step_on_its_page(console: Console) -> None:
     spec = {"apiVersion": "cuberay.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": "two-steps"},
             "spec": {"steps": [{"name": "first", "job": {"kind": "Task", "spec": {"command": "sleep 4"}}},
