@@ -10,13 +10,15 @@ FW     := $(VENV)/.frameworks
 # under the constraints too, so its own dependencies (filelock, ...) land at the tested versions at once
 # instead of being installed newest and then downgraded.
 TORCH  := torch==2.13.0
+# uv installs everything after torch: it resolves against constraints.txt at once and downloads and unpacks on every
+# core, where pip went one package at a time (measured 2026-12-07 on 2 cores, fresh caches, `make venv frameworks`:
+# see benchmarks/RESULTS.md, "Test suite"). Pinned, like ruff, so every checkout installs the same way.
+UV     := uv==0.13.10
 PYTEST := $(BIN)/python -m pytest
-# pip compiles what it installs one file at a time; the venv's ~20,000 files compile on every core at once after
-# it instead (measured 2026-12-07 on 2 cores: 84 s against 103 s for the whole install). The frameworks' stamp
-# keeps pip's own compiling: a second pass would read every file the first one wrote again (~8 s) to find the
-# new ones. A few packages ship files that are not Python 3 (templates, old-version shims); pip passes over those
-# too, so their errors are not the install's.
-COMPILE = $(BIN)/python -m compileall -qq -j0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
+# Bytecode for the venv's packages is compiled at install, on every core: about a thousand processes (Ray workers,
+# job drivers, CLI runs) import from it during the suite. uv trusts the system's certificate store, as pip does
+# here, so a network that re-signs TLS with its own authority works for both.
+UV_PIP  = $(BIN)/uv pip install --python $(BIN)/python --system-certs --compile-bytecode -c constraints.txt
 
 .PHONY: venv frameworks lock demo test unit integration e2e bench lint clean
 
@@ -28,19 +30,19 @@ frameworks: $(FW)
 
 $(FW): $(STAMP)
 	@start=$$(date +%s); \
-	$(BIN)/python -m pip install --progress-bar off -c constraints.txt -e ".[frameworks]" && \
+	$(UV_PIP) -e ".[frameworks]" && \
 	echo "frameworks installed in $$(( $$(date +%s) - start )) s"
 	touch $(FW)
 
 # The stamp makes re-runs instant; editing pyproject.toml re-installs.
-# constraints.txt pins every package to the version last tested (`make lock` writes it), so pip resolves
+# constraints.txt pins every package to the version last tested (`make lock` writes it), so the install resolves
 # at once: without it, nni 3.0's filelock<3.12 cap sends pip through dozens of virtualenv releases.
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt "$(TORCH)"
-	$(BIN)/python -m pip install --progress-bar off --no-compile -c constraints.txt -e ".[test,plot,dev]"
-	$(COMPILE)
+	@start=$$(date +%s); \
+	{ test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } && \
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt "$(TORCH)" "$(UV)" && \
+	$(UV_PIP) -e ".[test,plot,dev]" && \
+	echo "venv installed in $$(( $$(date +%s) - start )) s"
 	touch $(STAMP)
 
 # A fresh resolution of pyproject.toml's dependencies (no constraints) in a scratch venv, frozen into
