@@ -20,11 +20,16 @@ from typing_extensions import TypedDict  # pydantic reads its field types on Pyt
 from cuberay.platform.policy.run_states import RunState, StepState
 from cuberay.platform.policy.states import JobState
 
+# Every record: frozen, unknown keys refused, its validator built on first use (see above).
+_RECORD = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+# A record the store builds from its database row's attributes.
+_STORED = ConfigDict(**_RECORD, from_attributes=True)
+
 
 class JobRecord(BaseModel):
     """One job as stored: its spec, state and the controller's bookkeeping."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, from_attributes=True)
+    model_config = _STORED
 
     id: str = Field(description="Job id: '<tenant>-<name>-<seq>', e.g. 'vision-mnist-ddp-3'.")
     tenant: str = Field(description="Tenant the job runs under.")
@@ -64,7 +69,7 @@ class JobRecord(BaseModel):
 class EventRecord(BaseModel):
     """One line of the platform's event log."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, from_attributes=True)
+    model_config = _STORED
 
     id: int = Field(description="Increasing event id.")
     time: float = Field(description="When it happened, seconds since the epoch.")
@@ -77,7 +82,7 @@ class EventRecord(BaseModel):
 class ServeChangeRecord(BaseModel):
     """One change of a serving app's traffic: who, when, what."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, from_attributes=True)
+    model_config = _STORED
 
     id: int = Field(description="Increasing change id.")
     time: float = Field(description="When it was applied, seconds since the epoch.")
@@ -89,7 +94,7 @@ class ServeChangeRecord(BaseModel):
 
 
 class PipelineRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, from_attributes=True)
+    model_config = _STORED
 
     tenant: str = Field(description="Tenant the pipeline runs in.")
     name: str = Field(description="Pipeline name.")
@@ -103,7 +108,7 @@ class PipelineRecord(BaseModel):
 class PipelineSummary(BaseModel):
     """A stored pipeline as the console's Pipelines page and `cuberay pipeline list` show it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     tenant: str = Field(description="Tenant the pipeline runs in.")
     name: str = Field(description="Pipeline name.")
@@ -119,7 +124,7 @@ class PipelineSummary(BaseModel):
 
 
 class RunRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, from_attributes=True)
+    model_config = _STORED
 
     id: str = Field(description="Run id: '<tenant>-<pipeline>-r<seq>'.")
     tenant: str = Field(description="Tenant.")
@@ -150,7 +155,7 @@ class PipelineStored(TypedDict):
 
 
 class StepRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, from_attributes=True)
+    model_config = _STORED
 
     run_id: str = Field(description="The run.")
     name: str = Field(description="Step name.")
@@ -260,7 +265,7 @@ class JobIdentity:
 class LogChunk(BaseModel):
     """A piece of one attempt's log, read from a byte offset (control/logs.py)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     attempt: int = Field(description="The attempt the text is from, 1 for the first; 0 while none has started.")
     offset: int = Field(description="Byte offset in that attempt's log where the text begins.")
@@ -279,7 +284,7 @@ class LogChunk(BaseModel):
 class AdmissionInfo(BaseModel):
     """An external driver's poll: where its job stands."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     state: JobState = Field(description="The job's state.")
     position: int | None = Field(description="1-based place in admission order while waiting; None otherwise.")
@@ -290,7 +295,7 @@ class AdmissionInfo(BaseModel):
 class JobContext(BaseModel):
     """What a driver needs to run its job's current attempt."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     record: JobRecord = Field(description="The job as stored (its spec included).")
     node_ids: list[str] = Field(description="One Ray node id per worker, as admission placed the gang.")
@@ -306,7 +311,7 @@ class JobContext(BaseModel):
 class AllocationInfo(BaseModel):
     """A running driver's poll: its attempt's nodes now (admission may resize a running job)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     current: bool = Field(description="Whether the attempt is still the job's and holds resources.")
     node_ids: list[str] = Field(description="One node id per worker of the current allocation; empty if not current.")
@@ -316,7 +321,7 @@ class AllocationInfo(BaseModel):
 class TrainRun(BaseModel):
     """A SUCCEEDED training run a serving app may serve."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     id: str = Field(description="The training job's id.")
     config: dict[str, Any] = Field(description="The training function's config, as submitted.")
@@ -330,7 +335,7 @@ class TrainRun(BaseModel):
 class TrialInfo(BaseModel):
     """One trial of a search (a TuneJob) as its driver last reported it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     trial_id: str = Field(description="Ray Tune's trial id.")
     index: int = Field(description="The trial's number: the order the searcher suggested it in, from 0.")
@@ -345,7 +350,7 @@ class TrialInfo(BaseModel):
 class TrialsPage(BaseModel):
     """A search's trials and what they are measured by: the console's Tune page."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     job_id: str = Field(description="The search's job id.")
     attempt: int = Field(description="The attempt the trials are from (the latest that reported any); 0: none.")
@@ -360,7 +365,7 @@ class TrialsPage(BaseModel):
 class VersionFigures(BaseModel):
     """One version's requests as the app's router counts them: running totals and the last window's figures."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     requests: int = Field(description="Requests it answered since the router started.")
     errors: int = Field(description="Of those, the ones that failed.")
@@ -375,7 +380,7 @@ class VersionFigures(BaseModel):
 class ServeStats(BaseModel):
     """A serving app's live traffic per version (the console's Services page, `cuberay serve status`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = _RECORD
 
     app: str = Field(description="The app's job id.")
     window_s: float = Field(description="The window the rates and latencies are over, in seconds.")
